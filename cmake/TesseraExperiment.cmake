@@ -1,0 +1,22 @@
+# tessera_add_experiment(<name> TYPE "<C++ type>")
+# Builds one executable whose whole program is tessera::main<TYPE>: the way tessera turns one template
+# instantiation into one experiment binary. Example:
+#   tessera_add_experiment(llama-bf16mixed TYPE "tessera::Experiment<tessera::models::Llama, tessera::Bf16Mixed>")
+set(_TESSERA_EXPERIMENT_TEMPLATE "${CMAKE_CURRENT_LIST_DIR}/experiment_main.cpp.in")
+
+function(tessera_add_experiment name)
+  cmake_parse_arguments(ARG "" "TYPE" "" ${ARGN})
+  if(NOT ARG_TYPE)
+    message(FATAL_ERROR "tessera_add_experiment(${name}): give the experiment type, e.g. TYPE \"tessera::Experiment<tessera::models::Llama>\"")
+  endif()
+  set(TESSERA_EXPERIMENT_NAME "${name}")
+  set(TESSERA_EXPERIMENT_TYPE "${ARG_TYPE}")
+  string(MAKE_C_IDENTIFIER "${name}" id)
+  set(source "${CMAKE_CURRENT_BINARY_DIR}/experiments/${id}.cpp")
+  configure_file("${_TESSERA_EXPERIMENT_TEMPLATE}" "${source}" @ONLY)
+  add_executable(${name} "${source}")
+  target_link_libraries(${name} PRIVATE tessera::tessera)
+  if(COMMAND tessera_use_pch)
+    tessera_use_pch(${name})
+  endif()
+endfunction()

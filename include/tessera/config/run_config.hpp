@@ -1,0 +1,81 @@
+#pragma once
+// defines: tessera::RunConfig, the settings of one training run, set by key=value arguments,
+// printed as a table at start and checked by validate() before anything is loaded.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "tessera/config/fields.hpp"
+
+namespace tessera {
+
+// Field order is the order of --help and of the printed table; keep config_fields below in step.
+struct RunConfig {
+  std::string model = "tiny";
+  std::string model_dir;
+  std::string data;
+  std::int64_t seq_len = 256;
+  double lr = 1e-3;
+  std::int64_t batch_size = 8;
+  std::int64_t accumulate_grad_batches = 1;
+  std::int64_t max_epochs = 1;
+  std::int64_t max_steps = -1;
+  std::int64_t num_train_samples = -1;
+  double limit_train_batches = 1.0;
+  std::int64_t seed = 42;
+  std::optional<double> weight_decay;
+  std::string metrics;
+  std::string save_dir;
+  std::string device = "auto";
+  std::int64_t threads = 0;
+  std::int64_t log_every = 1;
+  std::int64_t memory_every = 50;
+};
+
+template <>
+struct config_fields<RunConfig> {
+  static constexpr std::string_view title = "run config";
+  static constexpr std::array<FieldDoc, 19> docs{{
+      {"model",
+       "model preset: tiny, llama-1b, open-llama-3b, open-llama-7b, open-llama-13b, code-llama-7b; "
+       "ignored when model_dir is set"},
+      {"model_dir",
+       "Hugging Face Llama dir (config.json + model.safetensors or its .index.json); "
+       "empty = build the model preset"},
+      {"data", "token file: nanoGPT uint16 .bin or llm.c headered .bin; empty = synthetic tokens"},
+      {"seq_len", "tokens per training row (context length), >= 2"},
+      {"lr", "learning rate, > 0"},
+      {"batch_size", "rows of seq_len tokens per rank per micro-step"},
+      {"accumulate_grad_batches", "micro-steps whose gradients add up to one optimizer step"},
+      {"max_epochs", "passes over the training data (>= 1 unless max_steps > 0)"},
+      {"max_steps", "optimizer steps to run; -1 = run max_epochs"},
+      {"num_train_samples",
+       "rows of seq_len tokens to use per epoch; -1 = all of the data (synthetic data has 512 rows)"},
+      {"limit_train_batches", "fraction in (0, 1] of each epoch's batches to run, as Lightning"},
+      {"seed", "random seed for weight init, synthetic tokens and data order"},
+      {"weight_decay", "weight decay coefficient; none = the optimizer's default (AdamW 0.01, SGD 0)"},
+      {"metrics", "JSONL file to write per-step metrics to; empty = no metrics file"},
+      {"save_dir", "dir to write the final weights to as a Hugging Face dir; empty = do not save"},
+      {"device", "auto (cuda if available, else cpu), cpu, cuda or cuda:N (N = GPU index)"},
+      {"threads", "CPU threads for intra-op parallelism; 0 = all cores"},
+      {"log_every", "print a step line every N steps"},
+      {"memory_every", "take memory snapshots at steps 0, 1 and every N steps"},
+  }};
+};
+
+// The model preset names that `model` accepts; the one list that validation and tests use.
+std::span<const std::string_view> preset_names();
+
+// Throws ConfigError listing every broken rule, one "key=value: what is allowed" per line.
+void validate(const RunConfig& cfg);
+
+// parse_args over the defaults, then validate.
+RunConfig parse_run_config(std::span<const std::string_view> args);
+
+// True if any argument is --help or -h (checked before parsing, which would reject them).
+bool wants_help(std::span<const std::string_view> args);
+
+}  // namespace tessera

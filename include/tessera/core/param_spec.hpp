@@ -1,0 +1,32 @@
+#pragma once
+// defines: ParamSpec, one trainable tensor as a model family declares it.
+// A model lists its parameters in a fixed order, each tagged with the unit it belongs to.
+// Units are what the engine manages as one flat buffer, what checkpointing wraps (blocks) and
+// what sharding gathers and frees together: for a decoder, unit 0 is the embedding,
+// units 1..L the L blocks, and unit L+1 the head.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+enum class ParamInit {
+  normal,  // N(0, initializer_range^2), as Hugging Face initialises Linear and Embedding weights
+  ones,    // norm scales
+};
+
+struct ParamSpec {
+  std::string name;                 // Hugging Face tensor name, e.g. "model.layers.0.self_attn.q_proj.weight"
+  std::vector<std::int64_t> shape;  // e.g. (out_features, in_features) for a linear weight
+  std::size_t unit = 0;
+  ParamInit init = ParamInit::normal;
+
+  std::int64_t numel() const {
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+  }
+};
+
+}  // namespace tessera

@@ -1,0 +1,28 @@
+#pragma once
+// defines: Runtime, the process-level setup every experiment shares: device, CPU threads, the counting
+// CPU allocator, and the token stream.
+#include <c10/core/Device.h>
+
+#include <cstdint>
+
+#include "tessera/config/run_config.hpp"
+#include "tessera/data/token_source.hpp"
+
+namespace tessera {
+
+struct Runtime {
+  c10::Device device{c10::DeviceType::CPU};
+  std::int64_t threads = 1;     // intra-op CPU threads in use
+  std::int64_t rank = 0;
+  std::int64_t world_size = 1;
+};
+
+// Resolves device=auto|cpu|cuda|cuda:N (ConfigError when CUDA is asked for and absent), sets the
+// intra-op thread count, and installs the counting CPU allocator before any tensor is made.
+Runtime make_runtime(const RunConfig& cfg);
+
+// data= file, or the synthetic stream (num_train_samples rows, 512 when -1, of seq_len tokens, plus one).
+// Refuses a token id >= vocab_size (ConfigError naming the file, the id and the vocab size).
+data::TokenSource open_tokens(const RunConfig& cfg, std::int64_t vocab_size);
+
+}  // namespace tessera

@@ -1,0 +1,46 @@
+#pragma once
+// defines: the training phases and MemorySnapshot, one row of the memory table.
+// params/grads/optim are exact byte sums of the tensors the engine owns; allocated/peak/reserved come from
+// the allocator (memory/allocator_stats.hpp); acts is the residual the seeds define:
+//   acts = allocated - params - grads - optim
+// so it holds activations plus whatever else is live (cast copies, communication buffers).
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "tessera/memory/allocator_stats.hpp"
+
+namespace tessera::memory {
+
+enum class Phase { before_forward, after_forward, after_backward, after_optimizer_step };
+
+// "before_fwd", "after_fwd", "after_bwd", "after_opt": the labels of the metrics file and the table.
+std::string_view phase_label(Phase phase);
+
+struct OwnedBytes {
+  std::int64_t params = 0;
+  std::int64_t grads = 0;
+  std::int64_t optim = 0;      // optimizer state on the compute device
+  std::int64_t optim_cpu = 0;  // optimizer state kept in host memory while computing elsewhere
+};
+
+struct MemorySnapshot {
+  std::int64_t step = 0;
+  std::int64_t micro = 0;
+  Phase phase = Phase::before_forward;
+  std::int64_t rank = 0;
+  OwnedBytes owned;
+  std::int64_t acts = 0;
+  AllocatorStats allocator;
+};
+
+MemorySnapshot make_snapshot(std::int64_t step, std::int64_t micro, Phase phase, std::int64_t rank, OwnedBytes owned,
+                             AllocatorStats allocator);
+
+// "[after_bwd] Params 1.23 GiB | Grads 1.23 GiB | Optim 0.00 GiB | Acts 2.10 GiB | Allocated 4.56 GiB (peak 5.01) | Reserved 6.00 GiB"
+std::string format_snapshot(const MemorySnapshot& snapshot);
+
+// bytes -> "1.23" (GiB, two decimals)
+std::string gib(std::int64_t bytes);
+
+}  // namespace tessera::memory

@@ -1,0 +1,35 @@
+#pragma once
+// defines: tessera::AdamW, decoupled weight decay Adam with torch.optim.AdamW's defaults and update:
+//   p  <- p * (1 - lr*wd)
+//   m  <- b1*m + (1-b1)*g ;  v <- b2*v + (1-b2)*g^2
+//   p  <- p - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+// State: two tensors the size of the parameters (8 bytes per fp32 parameter).
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string_view>
+
+#include "tessera/core/axis.hpp"
+#include "tessera/optim/concept.hpp"
+
+namespace tessera {
+
+struct AdamW {
+  using axis = axis::optimizer;
+  static constexpr std::string_view name = "adamw";
+  static constexpr double beta1 = 0.9;
+  static constexpr double beta2 = 0.999;
+  static constexpr double eps = 1e-8;
+  static constexpr double default_weight_decay = 0.01;
+
+  struct State {
+    at::Tensor exp_avg;     // (n,) first moment
+    at::Tensor exp_avg_sq;  // (n,) second moment
+    std::int64_t steps = 0;
+  };
+  static State init(const at::Tensor& flat_param, c10::ScalarType state_dtype);
+  static void step(State& state, at::Tensor& flat_param, const at::Tensor& flat_grad, const StepHyper& hyper);
+  static std::int64_t state_bytes(const State& state);
+};
+
+}  // namespace tessera

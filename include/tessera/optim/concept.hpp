@@ -1,0 +1,37 @@
+#pragma once
+// defines: OptimizerPolicy, StepHyper.
+// The engine keeps parameters and gradients in flat 1-D buffers (one per unit: embedding, each block,
+// head), and asks the optimizer policy to
+//   State init(const at::Tensor& flat_param, c10::ScalarType state_dtype)   allocate state for one buffer
+//   void step(State&, at::Tensor& flat_param, const at::Tensor& flat_grad, const StepHyper&)
+//   std::int64_t state_bytes(const State&)                                    bytes the state occupies
+// and reads `default_weight_decay` when the run config leaves weight_decay unset.
+#include <ATen/core/Tensor.h>
+
+#include <concepts>
+#include <cstdint>
+#include <string_view>
+
+#include "tessera/core/axis.hpp"
+
+namespace tessera {
+
+// Hyper-parameters of one optimizer step.
+struct StepHyper {
+  double lr = 1e-3;
+  double weight_decay = 0.0;
+};
+
+template <class P>
+concept OptimizerPolicy =
+    PolicyOf<P, axis::optimizer> &&
+    requires(typename P::State& state, const typename P::State& cstate, at::Tensor& param, const at::Tensor& grad,
+             const StepHyper& hyper, c10::ScalarType dtype) {
+      { P::name } -> std::convertible_to<std::string_view>;
+      { P::default_weight_decay } -> std::convertible_to<double>;
+      { P::init(grad, dtype) } -> std::same_as<typename P::State>;
+      P::step(state, param, grad, hyper);
+      { P::state_bytes(cstate) } -> std::convertible_to<std::int64_t>;
+    };
+
+}  // namespace tessera

@@ -1,0 +1,43 @@
+#pragma once
+// defines: Reporter, where a run's events go: rank 0's console (step lines, memory tables, progress bar)
+// and the JSONL metrics file.
+//   {"event":"step","step":N,"loss":L,"lr":x,"tokens":n,"step_ms":t}
+//   {"event":"memory","step":N,"micro":m,"phase":"after_bwd","rank":k,"params":b,...,"reserved":b}
+//   {"event":"done","train_s":s,"peak":b, ...}
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "tessera/memory/snapshot.hpp"
+#include "tessera/report/console.hpp"
+#include "tessera/report/metrics_writer.hpp"
+
+namespace tessera {
+
+struct ReportOptions {
+  bool print = true;            // false: nothing on stdout (tests)
+  std::int64_t log_every = 1;   // step lines every N steps (the last step is always printed)
+};
+
+class Reporter {
+ public:
+  Reporter(MetricsWriter metrics, ReportOptions options);
+
+  void print(std::string_view text);
+  void step(const StepResult& result, std::int64_t total_steps);
+  // print_line: also print the snapshot's table line (the JSONL file gets every snapshot).
+  void memory(const memory::MemorySnapshot& snapshot, bool print_line);
+  // Writes the done record (train_s and peak plus `extra`) and commits the metrics file.
+  void done(double train_s, std::int64_t peak_bytes, nlohmann::json extra);
+
+ private:
+  void clear_progress();
+  MetricsWriter metrics_;
+  ReportOptions options_;
+  bool terminal_ = false;
+  bool progress_shown_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace tessera

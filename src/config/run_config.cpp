@@ -1,0 +1,138 @@
+// implements: RunConfig validation, parsing and the list of model preset names.
+#include "tessera/config/run_config.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
+namespace tessera {
+namespace {
+
+constexpr std::array<std::string_view, 6> kPresetNames{
+    "tiny", "llama-1b", "open-llama-3b", "open-llama-7b", "open-llama-13b", "code-llama-7b"};
+
+// Gathers every broken rule so that one run shows the user all fixes at once.
+class Problems {
+ public:
+  explicit Problems(const RunConfig& cfg) : cfg_(cfg) {}
+
+  void require(bool ok, std::string_view key, std::string_view allowed) {
+    if (ok) return;
+    lines_.push_back(std::string(key) + "=" +
+                     format_field_value(cfg_, field_index<RunConfig>(key)) + ": " +
+                     std::string(allowed));
+  }
+
+  void throw_if_any() const {
+    if (lines_.empty()) return;
+    std::string message = lines_[0];
+    for (std::size_t i = 1; i < lines_.size(); ++i) message += "\n" + lines_[i];
+    throw ConfigError(message);
+  }
+
+ private:
+  const RunConfig& cfg_;
+  std::vector<std::string> lines_;
+};
+
+bool is_device(std::string_view device) {
+  if (device == "auto" || device == "cpu" || device == "cuda") return true;
+  constexpr std::string_view kCudaPrefix = "cuda:";
+  if (!device.starts_with(kCudaPrefix)) return false;
+  const std::string_view index = device.substr(kCudaPrefix.size());
+  return !index.empty() && std::all_of(index.begin(), index.end(),
+                                       [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool is_preset(std::string_view model) {
+  const auto names = preset_names();
+  return std::find(names.begin(), names.end(), model) != names.end();
+}
+
+std::string preset_list() {
+  std::string out;
+  for (const std::string_view name : preset_names()) out += (out.empty() ? "" : ", ") + std::string(name);
+  return out;
+}
+
+// error_code overloads: an unreadable path is a config problem to report, not an exception.
+bool is_dir(const std::filesystem::path& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec);
+}
+
+bool is_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+
+// Where an output file or dir will be created; empty means the working directory.
+std::string parent_of(std::string_view output) {
+  std::string trimmed(output);
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();  // "out/" -> "out"
+  return std::filesystem::path(trimmed).parent_path().string();
+}
+
+void require_parent(Problems& p, std::string_view key, std::string_view output) {
+  const std::string parent = parent_of(output);
+  p.require(parent.empty() || is_dir(parent), key,
+            "parent directory " + parent + " does not exist; create it first");
+}
+
+}  // namespace
+
+std::span<const std::string_view> preset_names() { return kPresetNames; }
+
+void validate(const RunConfig& cfg) {
+  Problems p(cfg);
+  p.require(std::isfinite(cfg.lr) && cfg.lr > 0, "lr", "must be a finite number > 0, e.g. lr=3e-4");
+  p.require(cfg.batch_size >= 1, "batch_size", "must be >= 1 (rows per rank per micro-step)");
+  p.require(cfg.accumulate_grad_batches >= 1, "accumulate_grad_batches",
+            "must be >= 1 (1 = an optimizer step after every micro-step)");
+  p.require(cfg.max_epochs >= 1 || cfg.max_steps > 0, "max_epochs",
+            "must be >= 1, or set max_steps >= 1 to bound the run by steps instead");
+  p.require(cfg.max_steps == -1 || cfg.max_steps >= 1, "max_steps",
+            "must be -1 (run max_epochs) or >= 1");
+  p.require(cfg.num_train_samples == -1 || cfg.num_train_samples >= 1, "num_train_samples",
+            "must be -1 (all of the data) or >= 1");
+  // Written so that NaN fails too.
+  p.require(cfg.limit_train_batches > 0 && cfg.limit_train_batches <= 1, "limit_train_batches",
+            "must be in (0, 1], the fraction of each epoch's batches to run");
+  p.require(cfg.seq_len >= 2, "seq_len",
+            "must be >= 2 (each row needs at least one input token and its next-token target)");
+  p.require(!cfg.weight_decay || (std::isfinite(*cfg.weight_decay) && *cfg.weight_decay >= 0),
+            "weight_decay", "must be a finite number >= 0, or none for the optimizer's default");
+  p.require(is_device(cfg.device), "device",
+            "must be auto, cpu, cuda or cuda:N with N a GPU index, e.g. cuda:0");
+  p.require(cfg.threads >= 0, "threads", "must be >= 0 (0 = all cores)");
+  p.require(cfg.log_every >= 1, "log_every", "must be >= 1 (print a step line every N steps)");
+  p.require(cfg.memory_every >= 1, "memory_every",
+            "must be >= 1 (memory snapshots at steps 0, 1 and every N)");
+  p.require(!cfg.model_dir.empty() || is_preset(cfg.model), "model",
+            "unknown preset; use one of " + preset_list() +
+                ", or set model_dir to a Hugging Face Llama dir");
+  p.require(cfg.model_dir.empty() || is_dir(cfg.model_dir), "model_dir",
+            "not an existing directory; give a Hugging Face Llama dir with config.json, or leave it "
+            "empty to use the model preset");
+  p.require(cfg.data.empty() || is_file(cfg.data), "data",
+            "not an existing file; give a nanoGPT uint16 .bin or llm.c .bin token file, or leave it empty "
+            "for synthetic tokens");
+  if (!cfg.metrics.empty()) require_parent(p, "metrics", cfg.metrics);
+  if (!cfg.save_dir.empty()) require_parent(p, "save_dir", cfg.save_dir);
+  p.throw_if_any();
+}
+
+RunConfig parse_run_config(std::span<const std::string_view> args) {
+  RunConfig cfg = parse_args(args, RunConfig{});
+  validate(cfg);
+  return cfg;
+}
+
+bool wants_help(std::span<const std::string_view> args) {
+  return std::any_of(args.begin(), args.end(),
+                     [](std::string_view arg) { return arg == "--help" || arg == "-h"; });
+}
+
+}  // namespace tessera

@@ -1,0 +1,47 @@
+#include "tessera/engine/runtime.hpp"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+
+#include <string>
+#include <thread>
+
+#include "tessera/core/error.hpp"
+#include "tessera/memory/counting_cpu_allocator.hpp"
+
+namespace tessera {
+
+Runtime make_runtime(const RunConfig& cfg) {
+  memory::install_counting_cpu_allocator();
+  Runtime rt;
+  const bool want_cuda = cfg.device.rfind("cuda", 0) == 0;
+  if (want_cuda || cfg.device == "auto") {
+    if (at::hasCUDA()) {
+      rt.device = c10::Device(want_cuda && cfg.device.size() > 4 ? cfg.device : std::string("cuda:0"));
+    } else if (want_cuda) {
+      throw ConfigError("device=" + cfg.device +
+                        ": no CUDA device is usable here (no GPU visible, or LibTorch built without CUDA); use "
+                        "device=cpu or device=auto");
+    }
+  }
+  const auto cores = static_cast<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+  rt.threads = cfg.threads > 0 ? cfg.threads : cores;
+  at::set_num_threads(static_cast<int>(rt.threads));
+  return rt;
+}
+
+data::TokenSource open_tokens(const RunConfig& cfg, std::int64_t vocab_size) {
+  if (cfg.data.empty()) {
+    const std::int64_t rows = cfg.num_train_samples > 0 ? cfg.num_train_samples : 512;
+    return data::TokenSource::synthetic(static_cast<std::size_t>(rows * cfg.seq_len + 1),
+                                        static_cast<std::uint32_t>(vocab_size), static_cast<std::uint64_t>(cfg.seed));
+  }
+  data::TokenSource tokens = data::TokenSource::open(cfg.data);
+  if (tokens.max_token() >= vocab_size)
+    throw ConfigError("data=" + cfg.data + ": holds token id " + std::to_string(tokens.max_token()) +
+                      " but the model's vocab_size is " + std::to_string(vocab_size) +
+                      "; tokenize with the model's own tokenizer");
+  return tokens;
+}
+
+}  // namespace tessera

@@ -1,0 +1,122 @@
+#include "tessera/models/llama.hpp"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "tessera/models/ops.hpp"
+
+namespace tessera::models {
+namespace {
+
+// HF LlamaRMSNorm: normalise in fp32, cast back, then scale: weight * (x / rms(x)).to(dtype).
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const at::Tensor h = x.to(at::kFloat);
+  const at::Tensor normed = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return weight * normed.to(x.scalar_type());
+}
+
+// (..., D) -> cat(-x[..., D/2:], x[..., :D/2])
+at::Tensor rotate_half(const at::Tensor& x) {
+  const auto half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+// x (B, heads, T, D); cos/sin (T, D)
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  return x * cos + rotate_half(x) * sin;
+}
+
+// (B, kv_heads, T, D) -> (B, kv_heads * n_rep, T, D), each kv head repeated n_rep times in place.
+at::Tensor repeat_kv(const at::Tensor& x, std::int64_t n_rep) {
+  if (n_rep == 1) return x;
+  const auto b = x.size(0), kvh = x.size(1), t = x.size(2), d = x.size(3);
+  return x.unsqueeze(2).expand({b, kvh, n_rep, t, d}).reshape({b, kvh * n_rep, t, d});
+}
+
+}  // namespace
+
+std::vector<ParamSpec> Llama::parameters(const Config& c) {
+  std::vector<ParamSpec> specs;
+  const auto h = c.hidden_size, q_out = c.num_attention_heads * c.head_dim, kv_out = c.num_key_value_heads * c.head_dim;
+  specs.push_back({"model.embed_tokens.weight", {c.vocab_size, h}, 0, ParamInit::normal});
+  for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const auto unit = static_cast<std::size_t>(i + 1);
+    specs.push_back({p + "input_layernorm.weight", {h}, unit, ParamInit::ones});
+    specs.push_back({p + "self_attn.q_proj.weight", {q_out, h}, unit, ParamInit::normal});
+    specs.push_back({p + "self_attn.k_proj.weight", {kv_out, h}, unit, ParamInit::normal});
+    specs.push_back({p + "self_attn.v_proj.weight", {kv_out, h}, unit, ParamInit::normal});
+    specs.push_back({p + "self_attn.o_proj.weight", {h, q_out}, unit, ParamInit::normal});
+    specs.push_back({p + "post_attention_layernorm.weight", {h}, unit, ParamInit::ones});
+    specs.push_back({p + "mlp.gate_proj.weight", {c.intermediate_size, h}, unit, ParamInit::normal});
+    specs.push_back({p + "mlp.up_proj.weight", {c.intermediate_size, h}, unit, ParamInit::normal});
+    specs.push_back({p + "mlp.down_proj.weight", {h, c.intermediate_size}, unit, ParamInit::normal});
+  }
+  const auto head_unit = static_cast<std::size_t>(c.num_hidden_layers + 1);
+  specs.push_back({"model.norm.weight", {h}, head_unit, ParamInit::ones});
+  if (!c.tie_word_embeddings) specs.push_back({"lm_head.weight", {c.vocab_size, h}, head_unit, ParamInit::normal});
+  return specs;
+}
+
+Llama::Context Llama::make_context(const Config& c, std::int64_t seq_len, c10::ScalarType compute_dtype,
+                                   c10::Device device) {
+  // HF LlamaRotaryEmbedding: inv_freq = 1 / theta^(2i/D); angle(t, i) = t * inv_freq[i]; emb = cat(angle, angle).
+  // Computed in fp64 then rounded once, so every rank and every run gets identical tables.
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor inv_freq =
+      1.0 / at::pow(c.rope_theta, at::arange(0, c.head_dim, 2, f64) / static_cast<double>(c.head_dim));
+  const at::Tensor inv_freq_f32 = inv_freq.to(at::kFloat);
+  const at::Tensor positions = at::arange(seq_len, at::TensorOptions().dtype(at::kFloat));
+  const at::Tensor angles = at::outer(positions, inv_freq_f32);  // (T, D/2), fp32 as in HF
+  const at::Tensor emb = at::cat({angles, angles}, -1);          // (T, D)
+  Context ctx;
+  ctx.cos = emb.cos().to(device, compute_dtype);
+  ctx.sin = emb.sin().to(device, compute_dtype);
+  ctx.causal_mask = at::ones({seq_len, seq_len}, at::TensorOptions().dtype(at::kBool)).triu(1).to(device);
+  return ctx;
+}
+
+at::Tensor Llama::embed(const Config&, at::TensorList w, const at::Tensor& tokens) {
+  return at::embedding(w[0], tokens);
+}
+
+at::Tensor Llama::block(const Config& c, const Context& ctx, at::TensorList w, const at::Tensor& x) {
+  const auto b = x.size(0), t = x.size(1);
+  const auto heads = c.num_attention_heads, kv_heads = c.num_key_value_heads, d = c.head_dim;
+  const at::Tensor cos = ctx.cos.narrow(0, 0, t), sin = ctx.sin.narrow(0, 0, t);
+
+  // Attention: (B, T, H) -> q (B, heads, T, D), k/v (B, kv_heads, T, D).
+  const at::Tensor h = rms_norm(x, w[0], c.rms_norm_eps);
+  at::Tensor q = ops::linear(h, w[1]).view({b, t, heads, d}).transpose(1, 2);
+  at::Tensor k = ops::linear(h, w[2]).view({b, t, kv_heads, d}).transpose(1, 2);
+  const at::Tensor v = ops::linear(h, w[3]).view({b, t, kv_heads, d}).transpose(1, 2);
+  q = apply_rope(q, cos, sin);
+  k = apply_rope(k, cos, sin);
+  const auto n_rep = heads / kv_heads;
+  const at::Tensor scores =
+      ops::matmul(q, repeat_kv(k, n_rep).transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(d)));
+  const at::Tensor masked = scores.masked_fill(ctx.causal_mask.narrow(0, 0, t).narrow(1, 0, t),
+                                               -std::numeric_limits<double>::infinity());
+  // HF eager attention: softmax in fp32, then back to the compute dtype.
+  const at::Tensor probs = at::softmax(masked, -1, at::kFloat).to(x.scalar_type());
+  const at::Tensor attn = ops::matmul(probs, repeat_kv(v, n_rep)).transpose(1, 2).reshape({b, t, heads * d});
+  const at::Tensor x1 = x + ops::linear(attn, w[4]);
+
+  // SwiGLU MLP: down(silu(gate(h)) * up(h)).
+  const at::Tensor h2 = rms_norm(x1, w[5], c.rms_norm_eps);
+  const at::Tensor mlp = ops::linear(ops::silu(ops::linear(h2, w[6])) * ops::linear(h2, w[7]), w[8]);
+  return x1 + mlp;
+}
+
+at::Tensor Llama::loss(const Config& c, at::TensorList head, at::TensorList embed, const at::Tensor& x,
+                       const at::Tensor& targets) {
+  const at::Tensor h = rms_norm(x, head[0], c.rms_norm_eps);
+  const at::Tensor& lm_head = c.tie_word_embeddings ? embed[0] : head[1];
+  const at::Tensor logits = ops::linear(h, lm_head);  // (B, T, V)
+  return at::cross_entropy_loss(logits.to(at::kFloat).view({-1, c.vocab_size}), targets.reshape({-1}));
+}
+
+}  // namespace tessera::models

@@ -1,0 +1,183 @@
+#include "tessera/models/llama_config.hpp"
+
+#include <array>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <utility>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera::models {
+namespace {
+
+// Published shapes. tiny: a 4-block GQA model of about 5M parameters for CPU runs and tests.
+// llama-1b: TinyLlama-1.1B's shape. open-llama-*: openlm-research/open_llama_{3b,7b,13b}.
+// code-llama-7b: codellama/CodeLlama-7b-hf (vocab 32016, rope_theta 1e6).
+LlamaConfig make(std::int64_t vocab, std::int64_t hidden, std::int64_t inter, std::int64_t layers, std::int64_t heads,
+                 std::int64_t kv_heads, double eps, double theta, std::int64_t max_pos) {
+  LlamaConfig c;
+  c.vocab_size = vocab;
+  c.hidden_size = hidden;
+  c.intermediate_size = inter;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = heads;
+  c.num_key_value_heads = kv_heads;
+  c.head_dim = hidden / heads;
+  c.rms_norm_eps = eps;
+  c.rope_theta = theta;
+  c.max_position_embeddings = max_pos;
+  return c;
+}
+
+const std::array<std::pair<std::string_view, LlamaConfig>, 6>& presets() {
+  static const std::array<std::pair<std::string_view, LlamaConfig>, 6> table{{
+      {"tiny", make(4096, 256, 688, 4, 8, 4, 1e-5, 10000.0, 1024)},
+      {"llama-1b", make(32000, 2048, 5632, 22, 32, 4, 1e-5, 10000.0, 2048)},
+      {"open-llama-3b", make(32000, 3200, 8640, 26, 32, 32, 1e-6, 10000.0, 2048)},
+      {"open-llama-7b", make(32000, 4096, 11008, 32, 32, 32, 1e-6, 10000.0, 2048)},
+      {"open-llama-13b", make(32000, 5120, 13824, 40, 40, 40, 1e-6, 10000.0, 2048)},
+      {"code-llama-7b", make(32016, 4096, 11008, 32, 32, 32, 1e-5, 1000000.0, 16384)},
+  }};
+  return table;
+}
+
+const std::array<std::string_view, 6>& names_table() {
+  static const std::array<std::string_view, 6> names = [] {
+    std::array<std::string_view, 6> n{};
+    for (std::size_t i = 0; i < n.size(); ++i) n[i] = presets()[i].first;
+    return n;
+  }();
+  return names;
+}
+
+}  // namespace
+
+std::int64_t LlamaConfig::parameter_count() const {
+  const std::int64_t q = hidden_size * num_attention_heads * head_dim;
+  const std::int64_t kv = 2 * hidden_size * num_key_value_heads * head_dim;
+  const std::int64_t o = num_attention_heads * head_dim * hidden_size;
+  const std::int64_t mlp = 3 * hidden_size * intermediate_size;
+  const std::int64_t norms = 2 * hidden_size;
+  const std::int64_t per_block = q + kv + o + mlp + norms;
+  const std::int64_t embed = vocab_size * hidden_size;
+  return embed + num_hidden_layers * per_block + hidden_size + (tie_word_embeddings ? 0 : embed);
+}
+
+void LlamaConfig::validate(std::string_view origin) const {
+  auto fail = [&](const std::string& what) { throw ConfigError(std::string(origin) + ": " + what); };
+  auto positive = [&](std::string_view key, std::int64_t v) {
+    if (v <= 0) fail(std::string(key) + "=" + std::to_string(v) + " must be positive");
+  };
+  positive("vocab_size", vocab_size);
+  positive("hidden_size", hidden_size);
+  positive("intermediate_size", intermediate_size);
+  positive("num_hidden_layers", num_hidden_layers);
+  positive("num_attention_heads", num_attention_heads);
+  positive("num_key_value_heads", num_key_value_heads);
+  positive("head_dim", head_dim);
+  if (num_attention_heads % num_key_value_heads != 0)
+    fail("num_attention_heads=" + std::to_string(num_attention_heads) + " is not a multiple of num_key_value_heads=" +
+         std::to_string(num_key_value_heads) + "; grouped-query attention needs whole groups");
+  if (head_dim % 2 != 0) fail("head_dim=" + std::to_string(head_dim) + " must be even for rotary embeddings");
+  if (vocab_size > 65536)
+    fail("vocab_size=" + std::to_string(vocab_size) + " exceeds 65536, the range of the uint16 token files tessera reads");
+  if (!(rms_norm_eps > 0)) fail("rms_norm_eps must be positive");
+  if (!(rope_theta > 0)) fail("rope_theta must be positive");
+}
+
+std::span<const std::string_view> llama_preset_names() { return names_table(); }
+
+LlamaConfig llama_preset(std::string_view name) {
+  for (const auto& [key, config] : presets())
+    if (key == name) return config;
+  std::string valid;
+  for (auto n : names_table()) valid += (valid.empty() ? "" : ", ") + std::string(n);
+  throw ConfigError("model=" + std::string(name) + ": no such preset; choose one of " + valid +
+                    ", or set model_dir= to a Hugging Face Llama directory");
+}
+
+LlamaConfig read_llama_config(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  std::ifstream in(path);
+  if (!in) throw FormatError(where + ": cannot open; a Hugging Face model directory needs its config.json");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(where + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) throw FormatError(where + ": top level must be a JSON object");
+  auto require = [&](const char* key) -> const nlohmann::json& {
+    if (!j.contains(key)) throw FormatError(where + ": missing key \"" + key + "\"");
+    return j.at(key);
+  };
+  auto integer = [&](const char* key) {
+    const auto& v = require(key);
+    if (!v.is_number_integer()) throw FormatError(where + ": \"" + key + "\" must be an integer, got " + v.dump());
+    return v.get<std::int64_t>();
+  };
+  auto number_or = [&](const char* key, double fallback) {
+    if (!j.contains(key) || j.at(key).is_null()) return fallback;
+    if (!j.at(key).is_number()) throw FormatError(where + ": \"" + key + "\" must be a number, got " + j.at(key).dump());
+    return j.at(key).get<double>();
+  };
+  const auto model_type = j.value("model_type", std::string{});
+  if (model_type != "llama")
+    throw FormatError(where + ": model_type is \"" + model_type + "\"; tessera's Llama family reads model_type \"llama\"");
+  if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null())
+    throw FormatError(where + ": rope_scaling " + j.at("rope_scaling").dump() +
+                      " is not supported; use a checkpoint with plain rotary embeddings (rope_scaling null)");
+  for (const char* bias : {"attention_bias", "mlp_bias"})
+    if (j.value(bias, false)) throw FormatError(where + ": \"" + std::string(bias) + "\": true is not supported (Llama has no biases)");
+  if (j.value("hidden_act", std::string("silu")) != "silu")
+    throw FormatError(where + ": hidden_act " + j.at("hidden_act").dump() + " is not supported; Llama uses \"silu\"");
+
+  LlamaConfig c;
+  c.vocab_size = integer("vocab_size");
+  c.hidden_size = integer("hidden_size");
+  c.intermediate_size = integer("intermediate_size");
+  c.num_hidden_layers = integer("num_hidden_layers");
+  c.num_attention_heads = integer("num_attention_heads");
+  c.num_key_value_heads = j.contains("num_key_value_heads") && !j.at("num_key_value_heads").is_null()
+                              ? integer("num_key_value_heads")
+                              : c.num_attention_heads;
+  c.head_dim = j.contains("head_dim") && !j.at("head_dim").is_null() ? integer("head_dim")
+                                                                      : c.hidden_size / std::max<std::int64_t>(1, c.num_attention_heads);
+  c.max_position_embeddings = j.contains("max_position_embeddings") ? integer("max_position_embeddings") : 2048;
+  c.rms_norm_eps = number_or("rms_norm_eps", 1e-6);
+  c.rope_theta = number_or("rope_theta", 10000.0);
+  c.initializer_range = number_or("initializer_range", 0.02);
+  c.tie_word_embeddings = j.value("tie_word_embeddings", false);
+  c.validate(where);
+  return c;
+}
+
+void write_llama_config(const std::filesystem::path& path, const LlamaConfig& c, std::string_view torch_dtype) {
+  nlohmann::json j = {
+      {"architectures", {"LlamaForCausalLM"}},
+      {"model_type", "llama"},
+      {"vocab_size", c.vocab_size},
+      {"hidden_size", c.hidden_size},
+      {"intermediate_size", c.intermediate_size},
+      {"num_hidden_layers", c.num_hidden_layers},
+      {"num_attention_heads", c.num_attention_heads},
+      {"num_key_value_heads", c.num_key_value_heads},
+      {"head_dim", c.head_dim},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"rms_norm_eps", c.rms_norm_eps},
+      {"rope_theta", c.rope_theta},
+      {"rope_scaling", nullptr},
+      {"initializer_range", c.initializer_range},
+      {"tie_word_embeddings", c.tie_word_embeddings},
+      {"hidden_act", "silu"},
+      {"attention_bias", false},
+      {"mlp_bias", false},
+      {"torch_dtype", std::string(torch_dtype)},
+  };
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out) throw Error(path.string() + ": could not write config.json");
+}
+
+}  // namespace tessera::models

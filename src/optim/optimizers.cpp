@@ -1,0 +1,52 @@
+// The update rules of the built-in optimizer policies, on flat 1-D buffers (one call per unit).
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "tessera/optim/adamw.hpp"
+#include "tessera/optim/sgd.hpp"
+
+namespace tessera {
+
+AdamW::State AdamW::init(const at::Tensor& flat_param, c10::ScalarType state_dtype) {
+  auto options = flat_param.options().dtype(state_dtype);
+  return State{at::zeros(flat_param.sizes(), options), at::zeros(flat_param.sizes(), options), 0};
+}
+
+void AdamW::step(State& state, at::Tensor& flat_param, const at::Tensor& flat_grad, const StepHyper& hyper) {
+  at::NoGradGuard no_grad;
+  state.steps += 1;
+  const double t = static_cast<double>(state.steps);
+  // Grads may arrive in a different dtype than the state (bf16-true keeps all three in bf16).
+  const at::Tensor grad = flat_grad.scalar_type() == state.exp_avg.scalar_type()
+                              ? flat_grad
+                              : flat_grad.to(state.exp_avg.scalar_type());
+  if (hyper.weight_decay != 0.0) flat_param.mul_(1.0 - hyper.lr * hyper.weight_decay);
+  state.exp_avg.mul_(beta1).add_(grad, 1.0 - beta1);
+  state.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1.0 - beta2);
+  const double bias_correction1 = 1.0 - std::pow(beta1, t);
+  const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(beta2, t));
+  const double step_size = hyper.lr / bias_correction1;
+  at::Tensor denom = (state.exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps);
+  if (state.exp_avg.scalar_type() == flat_param.scalar_type()) {
+    flat_param.addcdiv_(state.exp_avg, denom, -step_size);
+  } else {
+    flat_param.add_((state.exp_avg / denom).mul_(-step_size).to(flat_param.scalar_type()));
+  }
+}
+
+std::int64_t AdamW::state_bytes(const State& state) {
+  auto bytes = [](const at::Tensor& t) { return t.defined() ? static_cast<std::int64_t>(t.nbytes()) : 0; };
+  return bytes(state.exp_avg) + bytes(state.exp_avg_sq);
+}
+
+void Sgd::step(State&, at::Tensor& flat_param, const at::Tensor& flat_grad, const StepHyper& hyper) {
+  at::NoGradGuard no_grad;
+  if (hyper.weight_decay != 0.0) {
+    flat_param.add_(flat_grad.to(flat_param.scalar_type()) + flat_param * hyper.weight_decay, -hyper.lr);
+  } else {
+    flat_param.add_(flat_grad.to(flat_param.scalar_type()), -hyper.lr);
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,72 @@
+#include "tessera/report/reporter.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+namespace tessera {
+
+Reporter::Reporter(MetricsWriter metrics, ReportOptions options)
+    : metrics_(std::move(metrics)), options_(options), terminal_(options.print && isatty(STDOUT_FILENO) == 1) {}
+
+void Reporter::clear_progress() {
+  if (progress_shown_) {
+    std::fputs("\r\033[K", stdout);
+    progress_shown_ = false;
+  }
+}
+
+void Reporter::print(std::string_view text) {
+  if (!options_.print) return;
+  clear_progress();
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  if (text.empty() || text.back() != '\n') std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+void Reporter::step(const StepResult& r, std::int64_t total_steps) {
+  nlohmann::json record = {{"event", "step"}, {"step", r.step},       {"loss", r.loss},
+                           {"lr", r.lr},      {"tokens", r.tokens},   {"step_ms", r.step_ms}};
+  if (r.loss_scale > 0) {
+    record["loss_scale"] = r.loss_scale;
+    record["skipped"] = r.skipped;
+  }
+  metrics_.write(record);
+  if (!options_.print) return;
+  const bool last = r.step + 1 == total_steps;
+  if (r.step % options_.log_every == 0 || last || r.skipped) print(format_step_line(r, total_steps));
+  if (terminal_ && !last) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::fputs(("\r\033[K" + format_progress(r.step + 1, total_steps, elapsed)).c_str(), stdout);
+    std::fflush(stdout);
+    progress_shown_ = true;
+  }
+}
+
+void Reporter::memory(const memory::MemorySnapshot& s, bool print_line) {
+  metrics_.write({{"event", "memory"},
+                  {"step", s.step},
+                  {"micro", s.micro},
+                  {"phase", memory::phase_label(s.phase)},
+                  {"rank", s.rank},
+                  {"params", s.owned.params},
+                  {"grads", s.owned.grads},
+                  {"optim", s.owned.optim},
+                  {"optim_cpu", s.owned.optim_cpu},
+                  {"acts", s.acts},
+                  {"allocated", s.allocator.allocated},
+                  {"peak", s.allocator.peak},
+                  {"reserved", s.allocator.reserved}});
+  if (print_line) print("  step " + std::to_string(s.step) + " micro " + std::to_string(s.micro) + " " +
+                        memory::format_snapshot(s));
+}
+
+void Reporter::done(double train_s, std::int64_t peak_bytes, nlohmann::json extra) {
+  nlohmann::json record = {{"event", "done"}, {"train_s", train_s}, {"peak", peak_bytes}};
+  record.update(extra);
+  metrics_.write(record);
+  metrics_.commit();
+}
+
+}  // namespace tessera

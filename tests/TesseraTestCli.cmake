@@ -1,0 +1,59 @@
+# The example binaries on bad input: a clear message naming the value, the documented exit code
+# (2 = bad configuration, 1 = bad file or failed run), and no partial output left behind.
+if(NOT TESSERA_BUILD_EXAMPLES)
+  return()
+endif()
+add_executable(tessera_make_fixture cli/make_fixture.cpp)
+target_link_libraries(tessera_make_fixture PRIVATE tessera::tessera)
+tessera_use_pch(tessera_make_fixture)
+
+set(_expect "${CMAKE_CURRENT_SOURCE_DIR}/cli/expect.sh")
+set(_fp32 $<TARGET_FILE:llama-fp32>)
+set(_fixture $<TARGET_FILE:tessera_make_fixture>)
+set(_model "${_fixture} model m")
+set(_small batch_size=2 seq_len=16 max_steps=2 threads=1)
+string(JOIN " " _small_text ${_small})
+
+function(tessera_cli_test name rc regex setup)
+  add_test(NAME cli.${name} COMMAND bash ${_expect} ${rc} "${regex}" "${setup}" -- ${ARGN})
+  set_tests_properties(cli.${name} PROPERTIES LABELS cli TIMEOUT 180)
+endfunction()
+
+tessera_cli_test(unknown_key 2 "unknown key 'bach_size' \\(did you mean 'batch_size'\\?\\)" "" ${_fp32} bach_size=3)
+tessera_cli_test(negative_lr 2 "lr=-1: " "" ${_fp32} lr=-1)
+tessera_cli_test(zero_batch 2 "batch_size=0: " "" ${_fp32} batch_size=0)
+tessera_cli_test(not_key_value 2 "key=value" "" ${_fp32} fast)
+tessera_cli_test(missing_model_dir 2 "model_dir=/nonexistent" "" ${_fp32} model_dir=/nonexistent)
+tessera_cli_test(missing_data 2 "data=/nonexistent.bin" "" ${_fp32} data=/nonexistent.bin)
+tessera_cli_test(unknown_preset 2 "model=llama-9t: unknown preset" "" ${_fp32} model=llama-9t)
+if(NOT TESSERA_WITH_CUDA)
+  tessera_cli_test(cuda_absent 2 "device=cuda" "" ${_fp32} device=cuda)
+endif()
+tessera_cli_test(tokens_too_short 2 "one micro-step needs" "${_model} && ${_fixture} tokens t.bin 20"
+  ${_fp32} model_dir=m data=t.bin batch_size=2 seq_len=16 metrics=out.jsonl)
+tessera_cli_test(token_beyond_vocab 2 "vocab_size is 256" "${_model} && head -c 4000 /dev/zero | tr '\\0' '\\377' > t.bin"
+  ${_fp32} model_dir=m data=t.bin batch_size=2 seq_len=16 metrics=out.jsonl)
+tessera_cli_test(truncated_checkpoint 1 "model.safetensors"
+  "${_model} && truncate -s 5000 m/model.safetensors && ${_fixture} tokens t.bin 4000"
+  ${_fp32} model_dir=m data=t.bin ${_small} metrics=out.jsonl save_dir=saved)
+tessera_cli_test(corrupt_header 1 "model.safetensors"
+  "${_model} && printf 'XXXXXXXX' | dd of=m/model.safetensors bs=1 seek=8 conv=notrunc 2>/dev/null && ${_fixture} tokens t.bin 4000"
+  ${_fp32} model_dir=m data=t.bin ${_small} metrics=out.jsonl)
+tessera_cli_test(missing_weights 1 "model.safetensors"
+  "${_model} && rm m/model.safetensors && ${_fixture} tokens t.bin 4000"
+  ${_fp32} model_dir=m data=t.bin ${_small} metrics=out.jsonl)
+tessera_cli_test(config_mismatch 1 "hidden_size|shape"
+  "${_model} && sed -i 's/\"intermediate_size\": 64/\"intermediate_size\": 96/' m/config.json && ${_fixture} tokens t.bin 4000"
+  ${_fp32} model_dir=m data=t.bin ${_small} metrics=out.jsonl)
+tessera_cli_test(save_dir_not_empty 2 "save_dir=saved: exists"
+  "${_model} && ${_fixture} tokens t.bin 4000 && mkdir saved && touch saved/keep"
+  ${_fp32} model_dir=m data=t.bin ${_small} save_dir=saved)
+
+# A good run writes its metrics and weights; the written directory loads again.
+add_test(NAME cli.train_save_reload COMMAND bash -c
+  "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; cd $d; ${_fixture} model m; ${_fixture} tokens t.bin 4000;
+   ${_fp32} model_dir=m data=t.bin ${_small_text} metrics=a.jsonl save_dir=s1 >/dev/null;
+   test -f a.jsonl && test -f s1/config.json && test -f s1/model.safetensors;
+   grep -q '\"event\":\"done\"' a.jsonl;
+   ${_fp32} model_dir=s1 data=t.bin ${_small_text} save_dir=s2 >/dev/null; test -f s2/model.safetensors")
+set_tests_properties(cli.train_save_reload PROPERTIES LABELS cli TIMEOUT 180)

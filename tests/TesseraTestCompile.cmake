@@ -1,0 +1,27 @@
+# 1. Misuse must not compile: each tests/compile_fail/*.cpp is built on its own and must FAIL with the
+#    fix-it message its first line names (`// expect: <regex>`).
+# 2. Every public header compiles on its own (no PCH, no other include first).
+get_target_property(_torch_includes torch INTERFACE_INCLUDE_DIRECTORIES)
+set(_compile_flags -std=c++20 -fsyntax-only -D_GLIBCXX_USE_CXX11_ABI=1 -I${PROJECT_SOURCE_DIR}/include)
+foreach(dir ${_torch_includes})
+  list(APPEND _compile_flags -I${dir})
+endforeach()
+
+file(GLOB _compile_fail_cases "${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/*.cpp")
+foreach(case ${_compile_fail_cases})
+  get_filename_component(name "${case}" NAME_WE)
+  file(STRINGS "${case}" first_line LIMIT_COUNT 1)
+  string(REGEX REPLACE "^// expect: " "" expected "${first_line}")
+  add_test(NAME compile_fail.${name} COMMAND ${CMAKE_CXX_COMPILER} ${_compile_flags} "${case}")
+  set_tests_properties(compile_fail.${name} PROPERTIES LABELS compile WILL_FAIL FALSE
+    PASS_REGULAR_EXPRESSION "${expected}")
+endforeach()
+
+string(JOIN " " _compile_flags_text ${_compile_flags})
+file(GLOB_RECURSE _public_headers RELATIVE "${PROJECT_SOURCE_DIR}/include" "${PROJECT_SOURCE_DIR}/include/tessera/*.hpp")
+foreach(header ${_public_headers})
+  string(MAKE_C_IDENTIFIER "${header}" id)
+  add_test(NAME header_alone.${id}
+    COMMAND sh -c "echo '#include <${header}>' | ${CMAKE_CXX_COMPILER} ${_compile_flags_text} -Werror -x c++ -")
+  set_tests_properties(header_alone.${id} PROPERTIES LABELS compile)
+endforeach()

@@ -1,0 +1,233 @@
+// tests: RunConfig defaults, overrides of every key, each validation rule and its message.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/config/run_config.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using tessera::ConfigError;
+using tessera::RunConfig;
+
+RunConfig parse(std::vector<std::string_view> args) { return tessera::parse_run_config(args); }
+
+// A fresh directory with one token file in it, removed at the end of the test.
+class TempDir {
+ public:
+  TempDir()
+      : path_(fs::temp_directory_path() /
+              ("tessera_config_test_" + std::to_string(std::random_device{}()))) {
+    fs::create_directories(path_);
+    std::ofstream(file()) << "tokens";
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  std::string dir() const { return path_.string(); }
+  std::string file() const { return (path_ / "tokens.bin").string(); }
+  std::string missing() const { return (path_ / "missing").string(); }
+
+ private:
+  fs::path path_;
+};
+
+}  // namespace
+
+TEST_CASE("RunConfig defaults are valid and match the documented ones", "[config]") {
+  const RunConfig cfg = parse({});
+  CHECK(cfg.model == "tiny");
+  CHECK(cfg.model_dir.empty());
+  CHECK(cfg.data.empty());
+  CHECK(cfg.seq_len == 256);
+  CHECK(cfg.lr == 1e-3);
+  CHECK(cfg.batch_size == 8);
+  CHECK(cfg.accumulate_grad_batches == 1);
+  CHECK(cfg.max_epochs == 1);
+  CHECK(cfg.max_steps == -1);
+  CHECK(cfg.num_train_samples == -1);
+  CHECK(cfg.limit_train_batches == 1.0);
+  CHECK(cfg.seed == 42);
+  CHECK_FALSE(cfg.weight_decay.has_value());
+  CHECK(cfg.metrics.empty());
+  CHECK(cfg.save_dir.empty());
+  CHECK(cfg.device == "auto");
+  CHECK(cfg.threads == 0);
+  CHECK(cfg.log_every == 1);
+  CHECK(cfg.memory_every == 50);
+}
+
+// Setting every key at once also proves the name table is in the struct's field order.
+TEST_CASE("every RunConfig key can be overridden", "[config]") {
+  TempDir tmp;
+  const std::string model_dir = "model_dir=" + tmp.dir();
+  const std::string data = "data=" + tmp.file();
+  const std::string metrics = "metrics=" + tmp.dir() + "/m.jsonl";
+  const std::string save_dir = "save_dir=" + tmp.dir() + "/out/";
+  const RunConfig cfg = parse({"model=open-llama-7b", model_dir, data, "seq_len=1024", "lr=3e-4",
+                               "batch_size=2", "accumulate_grad_batches=4", "max_epochs=3",
+                               "max_steps=100", "num_train_samples=64", "limit_train_batches=0.25",
+                               "seed=7", "weight_decay=0.1", metrics, save_dir, "device=cuda:1",
+                               "threads=4", "log_every=10", "memory_every=5"});
+  CHECK(cfg.model == "open-llama-7b");
+  CHECK(cfg.model_dir == tmp.dir());
+  CHECK(cfg.data == tmp.file());
+  CHECK(cfg.seq_len == 1024);
+  CHECK(cfg.lr == 3e-4);
+  CHECK(cfg.batch_size == 2);
+  CHECK(cfg.accumulate_grad_batches == 4);
+  CHECK(cfg.max_epochs == 3);
+  CHECK(cfg.max_steps == 100);
+  CHECK(cfg.num_train_samples == 64);
+  CHECK(cfg.limit_train_batches == 0.25);
+  CHECK(cfg.seed == 7);
+  CHECK(cfg.weight_decay == std::optional<double>(0.1));
+  CHECK(cfg.metrics == tmp.dir() + "/m.jsonl");
+  CHECK(cfg.save_dir == tmp.dir() + "/out/");
+  CHECK(cfg.device == "cuda:1");
+  CHECK(cfg.threads == 4);
+  CHECK(cfg.log_every == 10);
+  CHECK(cfg.memory_every == 5);
+}
+
+TEST_CASE("weight_decay accepts none and zero", "[config]") {
+  CHECK_FALSE(parse({"weight_decay=none"}).weight_decay.has_value());
+  CHECK(parse({"weight_decay=0"}).weight_decay == std::optional<double>(0.0));
+}
+
+TEST_CASE("parse_run_config reports parse errors with key and value", "[config]") {
+  CHECK_THROWS_MATCHES(parse({"batch_size=abc"}), ConfigError,
+                       Catch::Message("batch_size=abc: expected an integer"));
+  CHECK_THROWS_WITH(parse({"lr=1e-3x"}), "lr=1e-3x: expected a number");
+  CHECK_THROWS_WITH(parse({"weight_decay=big"}), "weight_decay=big: expected a number or none");
+  CHECK_THROWS_WITH(parse({"bach_size=4"}),
+                    Catch::StartsWith("unknown key 'bach_size' (did you mean 'batch_size'?); run "
+                                      "with --help for all keys") &&
+                        Catch::Contains("memory_every"));
+  CHECK_THROWS_WITH(parse({"seed=1", "seed=2"}),
+                    Catch::Contains("seed=2") && Catch::Contains("already given as seed=1"));
+  CHECK_THROWS_WITH(parse({"batch_size"}), Catch::Contains("'batch_size'") &&
+                                               Catch::Contains("form key=value") &&
+                                               Catch::Contains("e.g. model=tiny"));
+}
+
+TEST_CASE("each validation rule names key, value and what is allowed", "[config]") {
+  TempDir tmp;
+  struct Case {
+    std::vector<std::string> args;
+    std::string shown;    // the "key=value" the message must start with
+    std::string allowed;  // a fragment of the explanation
+  };
+  const std::vector<Case> cases{
+      {{"lr=0"}, "lr=0", "finite number > 0"},
+      {{"lr=-0.001"}, "lr=-0.001", "finite number > 0"},
+      {{"lr=inf"}, "lr=inf", "finite number > 0"},
+      {{"lr=nan"}, "lr=nan", "finite number > 0"},
+      {{"batch_size=0"}, "batch_size=0", ">= 1"},
+      {{"accumulate_grad_batches=0"}, "accumulate_grad_batches=0", ">= 1"},
+      {{"max_epochs=0"}, "max_epochs=0", "set max_steps >= 1"},
+      {{"max_epochs=-1", "max_steps=-1"}, "max_epochs=-1", "must be >= 1"},
+      {{"max_steps=0"}, "max_steps=0", "-1 (run max_epochs) or >= 1"},
+      {{"max_steps=-2"}, "max_steps=-2", "-1 (run max_epochs) or >= 1"},
+      {{"num_train_samples=0"}, "num_train_samples=0", "-1 (all of the data) or >= 1"},
+      {{"num_train_samples=-5"}, "num_train_samples=-5", "-1 (all of the data) or >= 1"},
+      {{"limit_train_batches=0"}, "limit_train_batches=0", "(0, 1]"},
+      {{"limit_train_batches=1.5"}, "limit_train_batches=1.5", "(0, 1]"},
+      {{"limit_train_batches=nan"}, "limit_train_batches=nan", "(0, 1]"},
+      {{"seq_len=1"}, "seq_len=1", ">= 2"},
+      {{"weight_decay=-0.1"}, "weight_decay=-0.1", ">= 0, or none"},
+      {{"weight_decay=inf"}, "weight_decay=inf", ">= 0, or none"},
+      {{"device=gpu"}, "device=gpu", "auto, cpu, cuda or cuda:N"},
+      {{"device=cuda:"}, "device=cuda:", "auto, cpu, cuda or cuda:N"},
+      {{"device=cuda:x"}, "device=cuda:x", "auto, cpu, cuda or cuda:N"},
+      {{"device=cuda:-1"}, "device=cuda:-1", "auto, cpu, cuda or cuda:N"},
+      {{"device=CUDA"}, "device=CUDA", "auto, cpu, cuda or cuda:N"},
+      {{"threads=-1"}, "threads=-1", ">= 0 (0 = all cores)"},
+      {{"log_every=0"}, "log_every=0", ">= 1"},
+      {{"memory_every=0"}, "memory_every=0", ">= 1"},
+      {{"model=gpt2"}, "model=gpt2", "use one of tiny, llama-1b"},
+      {{"model_dir=" + tmp.missing()}, "model_dir=" + tmp.missing(), "not an existing directory"},
+      {{"model_dir=" + tmp.file()}, "model_dir=" + tmp.file(), "not an existing directory"},
+      {{"data=" + tmp.missing()}, "data=" + tmp.missing(), "not an existing file"},
+      {{"data=" + tmp.dir()}, "data=" + tmp.dir(), "not an existing file"},
+      {{"metrics=" + tmp.missing() + "/m.jsonl"}, "metrics=" + tmp.missing() + "/m.jsonl",
+       "parent directory " + tmp.missing() + " does not exist"},
+      {{"save_dir=" + tmp.missing() + "/out/"}, "save_dir=" + tmp.missing() + "/out/",
+       "parent directory " + tmp.missing() + " does not exist"},
+  };
+  for (const Case& c : cases) {
+    INFO("case: " << c.shown);
+    const std::vector<std::string_view> args(c.args.begin(), c.args.end());
+    CHECK_THROWS_AS(tessera::parse_run_config(args), ConfigError);
+    CHECK_THROWS_WITH(tessera::parse_run_config(args),
+                      Catch::StartsWith(c.shown + ": ") && Catch::Contains(c.allowed));
+  }
+}
+
+TEST_CASE("validate reports every broken rule at once, one per line", "[config]") {
+  CHECK_THROWS_WITH(parse({"lr=0", "batch_size=0", "device=tpu"}),
+                    "lr=0: must be a finite number > 0, e.g. lr=3e-4\n"
+                    "batch_size=0: must be >= 1 (rows per rank per micro-step)\n"
+                    "device=tpu: must be auto, cpu, cuda or cuda:N with N a GPU index, e.g. cuda:0");
+}
+
+TEST_CASE("validation accepts the edge values it allows", "[config]") {
+  TempDir tmp;
+  CHECK_NOTHROW(parse({"max_epochs=0", "max_steps=10"}));
+  CHECK_NOTHROW(parse({"max_epochs=-1", "max_steps=1"}));
+  CHECK_NOTHROW(parse({"limit_train_batches=1", "seq_len=2", "threads=0"}));
+  CHECK_NOTHROW(parse({"limit_train_batches=1e-9"}));
+  for (const char* device : {"device=auto", "device=cpu", "device=cuda", "device=cuda:0",
+                             "device=cuda:12"}) {
+    INFO(device);
+    CHECK_NOTHROW(parse({device}));
+  }
+  // With model_dir set the preset name is not used, so it is not checked.
+  const std::string model_dir = "model_dir=" + tmp.dir();
+  CHECK_NOTHROW(parse({"model=whatever", model_dir}));
+  // Outputs in the working directory have no parent part to check.
+  CHECK_NOTHROW(parse({"metrics=m.jsonl", "save_dir=out/"}));
+}
+
+TEST_CASE("every preset name is accepted and documented", "[config]") {
+  const auto names = tessera::preset_names();
+  CHECK(names.size() == 6);
+  const std::string_view meaning = tessera::config_fields<RunConfig>::docs[0].meaning;
+  for (const std::string_view name : names) {
+    INFO(name);
+    const std::string arg = "model=" + std::string(name);
+    CHECK(parse({arg}).model == name);
+    CHECK(meaning.find(name) != std::string_view::npos);
+  }
+}
+
+TEST_CASE("wants_help spots --help and -h anywhere", "[config]") {
+  using Args = std::vector<std::string_view>;
+  CHECK(tessera::wants_help(Args{"--help"}));
+  CHECK(tessera::wants_help(Args{"lr=1", "-h"}));
+  CHECK_FALSE(tessera::wants_help(Args{}));
+  CHECK_FALSE(tessera::wants_help(Args{"lr=1", "help", "--helpful"}));
+}
+
+TEST_CASE("the RunConfig table and help list every key", "[config]") {
+  RunConfig cfg;
+  cfg.batch_size = 31337;
+  const std::string table = tessera::config_table(cfg);
+  const std::string help = tessera::config_help(RunConfig{});
+  CHECK(table.starts_with("run config\n"));
+  CHECK(table.find("31337") != std::string::npos);
+  for (const tessera::FieldDoc& doc : tessera::config_fields<RunConfig>::docs) {
+    INFO(doc.name);
+    CHECK(table.find("  " + std::string(doc.name) + " ") != std::string::npos);
+    CHECK(help.find("  " + std::string(doc.name) + " ") != std::string::npos);
+    CHECK(help.find(doc.meaning) != std::string::npos);
+  }
+}

@@ -1,0 +1,74 @@
+// Llama presets carry the published shapes: their parameter counts are checked without building weights.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "tessera/core/error.hpp"
+#include "tessera/models/llama.hpp"
+
+using namespace tessera;
+using namespace tessera::models;
+
+TEST_CASE("presets have their published parameter counts", "[models]") {
+  // Counts as Hugging Face reports them for the checkpoints these presets mirror.
+  CHECK(llama_preset("open-llama-3b").parameter_count() == 3'426'473'600);
+  CHECK(llama_preset("open-llama-7b").parameter_count() == 6'738'415'616);
+  CHECK(llama_preset("open-llama-13b").parameter_count() == 13'015'864'320);
+  CHECK(llama_preset("code-llama-7b").parameter_count() == 6'738'546'688);
+  CHECK(llama_preset("llama-1b").parameter_count() == 1'100'048'384);
+  const auto tiny = llama_preset("tiny").parameter_count();
+  CHECK(tiny > 1'000'000);
+  CHECK(tiny < 10'000'000);
+}
+
+TEST_CASE("the parameter list agrees with the count and uses Hugging Face names", "[models]") {
+  for (auto name : llama_preset_names()) {
+    const LlamaConfig c = llama_preset(name);
+    std::int64_t n = 0;
+    for (const auto& spec : Llama::parameters(c)) n += spec.numel();
+    CHECK(n == c.parameter_count());
+  }
+  LlamaConfig tied = llama_preset("tiny");
+  tied.tie_word_embeddings = true;
+  const auto specs = Llama::parameters(tied);
+  CHECK(specs.front().name == "model.embed_tokens.weight");
+  CHECK(specs.back().name == "model.norm.weight");
+  CHECK(specs[2].name == "model.layers.0.self_attn.q_proj.weight");
+  CHECK(specs.back().unit == Llama::num_blocks(tied) + 1);
+}
+
+TEST_CASE("unknown presets and bad config.json files are refused clearly", "[models]") {
+  CHECK_THROWS_WITH(llama_preset("llama-9t"), Catch::Contains("model=llama-9t") && Catch::Contains("open-llama-7b"));
+  const auto dir = std::filesystem::temp_directory_path() / ("tessera-cfg-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& text) {
+    std::ofstream(dir / "config.json") << text;
+    return dir / "config.json";
+  };
+  CHECK_THROWS_WITH(read_llama_config(write("{\"model_type\":\"gpt2\"}")), Catch::Contains("model_type is \"gpt2\""));
+  CHECK_THROWS_WITH(read_llama_config(write("{\"model_type\":\"llama\"")), Catch::Contains("not valid JSON"));
+  CHECK_THROWS_WITH(read_llama_config(write("{\"model_type\":\"llama\",\"vocab_size\":32000}")),
+                    Catch::Contains("missing key \"hidden_size\""));
+  CHECK_THROWS_WITH(
+      read_llama_config(write(R"({"model_type":"llama","vocab_size":100,"hidden_size":64,"intermediate_size":128,
+        "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":3})")),
+      Catch::Contains("num_key_value_heads=3"));
+  CHECK_THROWS_WITH(
+      read_llama_config(write(R"({"model_type":"llama","vocab_size":100,"hidden_size":64,"intermediate_size":128,
+        "num_hidden_layers":2,"num_attention_heads":4,"rope_scaling":{"type":"linear","factor":2.0}})")),
+      Catch::Contains("rope_scaling"));
+  const LlamaConfig ok = read_llama_config(
+      write(R"({"model_type":"llama","vocab_size":100,"hidden_size":64,"intermediate_size":128,
+        "num_hidden_layers":2,"num_attention_heads":4,"rope_theta":500000.0,"tie_word_embeddings":true})"));
+  CHECK(ok.num_key_value_heads == 4);
+  CHECK(ok.head_dim == 16);
+  CHECK(ok.rope_theta == 500000.0);
+  CHECK(ok.tie_word_embeddings);
+  write_llama_config(dir / "config.json", ok, "float32");
+  const LlamaConfig back = read_llama_config(dir / "config.json");
+  CHECK(back.parameter_count() == ok.parameter_count());
+  CHECK(back.rope_theta == ok.rope_theta);
+  std::filesystem::remove_all(dir);
+}
