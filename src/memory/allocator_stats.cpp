@@ -17,6 +17,14 @@ bool cuda_stats_available() {
 #endif
 }
 
+void reset_peak(c10::Device device) {
+  if (device.is_cpu()) return reset_cpu_peak();
+#ifdef TESSERA_WITH_CUDA
+  if (device.is_cuda()) return c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+#endif
+  throw Error("memory statistics for device " + device.str() + " are not available in this build");
+}
+
 AllocatorStats allocator_stats(c10::Device device) {
   if (device.is_cpu()) return cpu_allocator_stats();
 #ifdef TESSERA_WITH_CUDA

@@ -30,6 +30,8 @@ class CountingCpuAllocator final : public c10::Allocator {
   // Pure virtual from LibTorch 2.3 on; a plain member before.
   void copy_data(void* dest, const void* src, std::size_t count) const { std::memcpy(dest, src, count); }
 
+  void reset_peak() { peak_.store(allocated_.load()); }
+
   AllocatorStats stats() const {
     const std::int64_t allocated = allocated_.load();
     return {allocated, peak_.load(), allocated};
@@ -68,6 +70,11 @@ void install_counting_cpu_allocator() {
 AllocatorStats cpu_allocator_stats() {
   install_counting_cpu_allocator();
   return installed->stats();
+}
+
+void reset_cpu_peak() {
+  install_counting_cpu_allocator();
+  installed->reset_peak();
 }
 
 }  // namespace tessera::memory

@@ -34,6 +34,12 @@
 
 namespace tessera {
 
+struct RunSummary {
+  double train_s = 0.0;
+  std::int64_t peak_bytes = 0;
+  std::vector<StepResult> steps;
+};
+
 template <class Exp>
 class Trainer {
  public:
@@ -55,7 +61,7 @@ class Trainer {
         store_(Model::parameters(model_), Precision::param_dtype, runtime_.device),
         context_(Model::make_context(model_, cfg_.seq_len, Precision::compute_dtype, runtime_.device)),
         reporter_(cfg_.metrics.empty() || runtime_.rank != 0 ? MetricsWriter() : MetricsWriter(cfg_.metrics),
-                  ReportOptions{report.print && runtime_.rank == 0, cfg_.log_every}) {
+                  ReportOptions{report.print && runtime_.rank == 0, cfg_.log_every, report.print_config}) {
     check_save_dir(cfg_.save_dir);
     if (cfg_.model_dir.empty()) {
       store_.initialize(model_.initializer_range, static_cast<std::uint64_t>(cfg_.seed));
@@ -83,6 +89,8 @@ class Trainer {
   double lr() const { return cfg_.lr; }
   double weight_decay() const { return cfg_.weight_decay.value_or(Optimizer::default_weight_decay); }
   const LossScaler& loss_scaler() const { return scaler_; }
+  // Every snapshot taken so far (steps 0, 1 and every memory_every), in order.
+  const std::vector<memory::MemorySnapshot>& snapshots() const { return snapshots_; }
   std::int64_t optimizer_bytes() const {
     std::int64_t n = 0;
     for (const auto& s : opt_state_) n += Optimizer::state_bytes(s);
@@ -163,10 +171,16 @@ class Trainer {
   }
 
   // The whole run: config table, steps, memory tables, final save, done record.
-  void run() {
-    reporter_.print(describe());
+  // The whole run: config table, steps, memory tables, final save, done record.
+  RunSummary run() {
+    if (reporter_.prints_config()) reporter_.print(describe());
+    memory::reset_peak(runtime_.device);
     const auto start = std::chrono::steady_clock::now();
-    for (std::int64_t s = 0; s < total_steps_; ++s) reporter_.step(train_step(s), total_steps_);
+    RunSummary summary;
+    for (std::int64_t s = 0; s < total_steps_; ++s) {
+      summary.steps.push_back(train_step(s));
+      reporter_.step(summary.steps.back(), total_steps_);
+    }
     const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!cfg_.save_dir.empty() && runtime_.rank == 0) save_hf_dir<Model>(cfg_.save_dir, model_, store_);
     const auto stats = memory::allocator_stats(runtime_.device);
@@ -183,6 +197,9 @@ class Trainer {
                   static_cast<long long>(total_steps_), train_s, extra["tokens_per_s"].template get<double>(),
                   memory::gib(stats.peak).c_str());
     reporter_.print(line);
+    summary.train_s = train_s;
+    summary.peak_bytes = stats.peak;
+    return summary;
   }
 
   // The config table followed by the experiment (policies, model size, data) table.
@@ -234,6 +251,7 @@ class Trainer {
                                             memory::allocator_stats(runtime_.device));
     const bool print_line = micro == 0 || phase == memory::Phase::after_optimizer_step;
     reporter_.memory(snap, print_line);
+    snapshots_.push_back(snap);
   }
 
   RunConfig cfg_;
@@ -248,6 +266,7 @@ class Trainer {
   std::vector<BlockFn> block_fns_;
   std::vector<typename Optimizer::State> opt_state_;
   LossScaler scaler_;
+  std::vector<memory::MemorySnapshot> snapshots_;
 };
 
 }  // namespace tessera

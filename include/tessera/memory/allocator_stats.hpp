@@ -19,6 +19,9 @@ struct AllocatorStats {
 // Installs the CPU counting allocator first if needed.
 AllocatorStats allocator_stats(c10::Device device);
 
+// Restarts the peak at the current allocation (so several runs in one process each get their own peak).
+void reset_peak(c10::Device device);
+
 // True when this build of tessera can read CUDA allocator statistics (built against a CUDA LibTorch).
 bool cuda_stats_available();
 

@@ -13,5 +13,6 @@ namespace tessera::memory {
 void install_counting_cpu_allocator();
 
 AllocatorStats cpu_allocator_stats();
+void reset_cpu_peak();
 
 }  // namespace tessera::memory

@@ -1,8 +1,10 @@
 #pragma once
-// defines: the few tensor ops whose kernels some backends lack in reduced precision.
-// LibTorch's CPU backend (1.13) has no fp16 kernels for matmul and SiLU. For an fp16 tensor on the
-// CPU these run in fp32 and round the result back to fp16, which keeps fp16's range and rounding
-// at every op boundary (so overflow to inf, and hence loss scaling, behaves as on a GPU).
+// defines: the few tensor ops whose CPU kernels are missing or slow in reduced precision.
+// LibTorch's CPU backend (1.13) has no fp16 kernels for matmul and SiLU, and its bf16 GEMM is far slower
+// than its fp32 GEMM on CPUs without bf16 units. On the CPU, fp16/bf16 GEMMs therefore run in fp32 on the
+// exactly widened inputs and round the result once (as tensor cores accumulate in fp32), and fp16 SiLU
+// runs in fp32. Every op boundary keeps the reduced dtype's range and rounding, so overflow to inf (and
+// hence loss scaling) behaves as on a GPU. CUDA tensors always use the native kernels.
 #include <ATen/core/Tensor.h>
 
 namespace tessera::ops {

@@ -18,6 +18,7 @@ namespace tessera {
 struct ReportOptions {
   bool print = true;            // false: nothing on stdout (tests)
   std::int64_t log_every = 1;   // step lines every N steps (the last step is always printed)
+  bool print_config = true;     // the config and experiment tables at the start of run()
 };
 
 class Reporter {
@@ -25,6 +26,7 @@ class Reporter {
   Reporter(MetricsWriter metrics, ReportOptions options);
 
   void print(std::string_view text);
+  bool prints_config() const { return options_.print_config; }
   void step(const StepResult& result, std::int64_t total_steps);
   // print_line: also print the snapshot's table line (the JSONL file gets every snapshot).
   void memory(const memory::MemorySnapshot& snapshot, bool print_line);
