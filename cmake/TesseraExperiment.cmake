@@ -1,16 +1,21 @@
-# tessera_add_experiment(<name> TYPE "<C++ type>")
+# tessera_add_experiment(<name> TYPE "<C++ type>" [HEADERS <header>...])
 # Builds one executable whose whole program is tessera::main<TYPE>: the way tessera turns one template
-# instantiation into one experiment binary. Example:
+# instantiation into one experiment binary. HEADERS are included after <tessera/tessera.hpp> (your own
+# policies); the target is an ordinary executable, so add include directories to it as usual. Example:
 #   tessera_add_experiment(llama-bf16mixed TYPE "tessera::Experiment<tessera::models::Llama, tessera::Bf16Mixed>")
 set(_TESSERA_EXPERIMENT_TEMPLATE "${CMAKE_CURRENT_LIST_DIR}/experiment_main.cpp.in")
 
 function(tessera_add_experiment name)
-  cmake_parse_arguments(ARG "" "TYPE" "" ${ARGN})
+  cmake_parse_arguments(ARG "" "TYPE" "HEADERS" ${ARGN})
   if(NOT ARG_TYPE)
     message(FATAL_ERROR "tessera_add_experiment(${name}): give the experiment type, e.g. TYPE \"tessera::Experiment<tessera::models::Llama>\"")
   endif()
   set(TESSERA_EXPERIMENT_NAME "${name}")
   set(TESSERA_EXPERIMENT_TYPE "${ARG_TYPE}")
+  set(TESSERA_EXPERIMENT_INCLUDES "")
+  foreach(header ${ARG_HEADERS})
+    string(APPEND TESSERA_EXPERIMENT_INCLUDES "#include <${header}>\n")
+  endforeach()
   string(MAKE_C_IDENTIFIER "${name}" id)
   set(source "${CMAKE_CURRENT_BINARY_DIR}/experiments/${id}.cpp")
   configure_file("${_TESSERA_EXPERIMENT_TEMPLATE}" "${source}" @ONLY)

@@ -73,7 +73,7 @@ struct resolve {
                 "(a type with `using family = tessera::models::model_family_tag;`), followed by policies.");
   static_assert((check_policy<Ps>::value && ...));
   static_assert(count_of<axis::sharding, Ps...> <= 1,
-                "tessera::Experiment: two sharding policies given (e.g. NoShard and FullShard); keep exactly one.");
+                "tessera::Experiment: two sharding policies given; keep exactly one.");
   static_assert(count_of<axis::precision, Ps...> <= 1,
                 "tessera::Experiment: two precision policies given (e.g. Fp32 and Bf16Mixed); keep exactly one.");
   static_assert(count_of<axis::checkpointing, Ps...> <= 1,
@@ -94,10 +94,10 @@ struct resolve {
                 "tessera::Experiment: the precision policy lacks a member PrecisionPolicy needs (name, param_dtype, "
                 "compute_dtype, optim_state_dtype, loss_scaling); see precision/concept.hpp.");
   static_assert(CheckpointPolicy<checkpointing>,
-                "tessera::Experiment: the checkpointing policy lacks `static constexpr bool checkpointed(std::size_t)` "
-                "or a name; see checkpoint/concept.hpp.");
+                "tessera::Experiment: the checkpointing policy lacks `static bool checkpointed(std::size_t)` (constexpr "
+                "where possible) or a name; see checkpoint/concept.hpp.");
   static_assert(OptimizerPolicy<optimizer>,
-                "tessera::Experiment: the optimizer policy lacks State/init/step/state_bytes/default_weight_decay; "
+                "tessera::Experiment: the optimizer policy lacks name/State/init/step/state_bytes/default_weight_decay; "
                 "see optim/concept.hpp.");
 
   using type = ExperimentSpec<Model, sharding, precision, checkpointing, optimizer>;

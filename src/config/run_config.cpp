@@ -1,6 +1,8 @@
 // implements: RunConfig validation, parsing and the list of model preset names.
 #include "tessera/config/run_config.hpp"
 
+#include "tessera/models/llama_config.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -9,9 +11,6 @@
 
 namespace tessera {
 namespace {
-
-constexpr std::array<std::string_view, 6> kPresetNames{
-    "tiny", "llama-1b", "open-llama-3b", "open-llama-7b", "open-llama-13b", "code-llama-7b"};
 
 // Gathers every broken rule so that one run shows the user all fixes at once.
 class Problems {
@@ -83,7 +82,7 @@ void require_parent(Problems& p, std::string_view key, std::string_view output) 
 
 }  // namespace
 
-std::span<const std::string_view> preset_names() { return kPresetNames; }
+std::span<const std::string_view> preset_names() { return models::llama_preset_names(); }
 
 void validate(const RunConfig& cfg) {
   Problems p(cfg);
@@ -120,7 +119,15 @@ void validate(const RunConfig& cfg) {
             "not an existing file; give a nanoGPT uint16 .bin or llm.c .bin token file, or leave it empty "
             "for synthetic tokens");
   if (!cfg.metrics.empty()) require_parent(p, "metrics", cfg.metrics);
-  if (!cfg.save_dir.empty()) require_parent(p, "save_dir", cfg.save_dir);
+  if (!cfg.save_dir.empty()) {
+    require_parent(p, "save_dir", cfg.save_dir);
+    std::error_code ec;
+    const std::filesystem::path dir(cfg.save_dir);
+    const bool occupied = std::filesystem::exists(dir, ec) &&
+                          (!std::filesystem::is_directory(dir, ec) || !std::filesystem::is_empty(dir, ec));
+    p.require(!occupied, "save_dir",
+              "exists and is not an empty directory; choose a new directory (saved weights are never overwritten)");
+  }
   p.throw_if_any();
 }
 

@@ -63,14 +63,14 @@ std::vector<ParamSpec> Llama::parameters(const Config& c) {
 
 Llama::Context Llama::make_context(const Config& c, std::int64_t seq_len, c10::ScalarType compute_dtype,
                                    c10::Device device) {
-  // HF LlamaRotaryEmbedding: inv_freq = 1 / theta^(2i/D); angle(t, i) = t * inv_freq[i]; emb = cat(angle, angle).
-  // Computed in fp64 then rounded once, so every rank and every run gets identical tables.
-  const auto f64 = at::TensorOptions().dtype(at::kDouble);
-  const at::Tensor inv_freq =
-      1.0 / at::pow(c.rope_theta, at::arange(0, c.head_dim, 2, f64) / static_cast<double>(c.head_dim));
-  const at::Tensor inv_freq_f32 = inv_freq.to(at::kFloat);
-  const at::Tensor positions = at::arange(seq_len, at::TensorOptions().dtype(at::kFloat));
-  const at::Tensor angles = at::outer(positions, inv_freq_f32);  // (T, D/2), fp32 as in HF
+  // HF LlamaRotaryEmbedding, in fp32 as there: inv_freq = 1 / theta^(2i/D); angle(t, i) = t * inv_freq[i];
+  // emb = cat(angle, angle).
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  const at::Tensor exponents = at::arange(0, c.head_dim, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) /
+                               static_cast<double>(c.head_dim);
+  const at::Tensor inv_freq = 1.0 / at::pow(c.rope_theta, exponents);  // (D/2,)
+  const at::Tensor positions = at::arange(seq_len, f32);
+  const at::Tensor angles = at::outer(positions, inv_freq);  // (T, D/2)
   const at::Tensor emb = at::cat({angles, angles}, -1);          // (T, D)
   Context ctx;
   ctx.cos = emb.cos().to(device, compute_dtype);

@@ -149,7 +149,11 @@ LlamaConfig read_llama_config(const std::filesystem::path& path) {
   c.rope_theta = number_or("rope_theta", 10000.0);
   c.initializer_range = number_or("initializer_range", 0.02);
   c.tie_word_embeddings = j.value("tie_word_embeddings", false);
-  c.validate(where);
+  try {
+    c.validate(where);
+  } catch (const ConfigError& e) {
+    throw FormatError(e.what());  // the file is at fault, not a setting
+  }
   return c;
 }
 

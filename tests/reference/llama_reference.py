@@ -98,9 +98,9 @@ class Llama:
         return w * h.to(dtype)
 
     def rope(self, t, device, dtype):
-        inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float64) / self.head_dim))
+        inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.int64).float() / self.head_dim))
         pos = torch.arange(t, dtype=torch.float32)
-        freqs = torch.outer(pos, inv_freq.float())
+        freqs = (inv_freq[:, None] @ pos[None, :]).t()
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos().to(device, dtype), emb.sin().to(device, dtype)
 

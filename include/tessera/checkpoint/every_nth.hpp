@@ -15,7 +15,7 @@ struct CheckpointEveryNth {
   static_assert(N >= 1, "CheckpointEveryNth<N>: N must be at least 1 (N = 1 checkpoints every block).");
   using axis = axis::checkpointing;
   static constexpr std::size_t every = N;
-  static constexpr std::string_view name = N == 1 ? "every block" : "every nth block";
+  static constexpr std::string_view name = N == 1 ? "every block" : "every Nth block (blocks 0, N, 2N, ...)";
   static constexpr bool checkpointed(std::size_t block) { return block % N == 0; }
 };
 

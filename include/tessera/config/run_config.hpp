@@ -55,7 +55,7 @@ struct config_fields<RunConfig> {
       {"num_train_samples",
        "rows of seq_len tokens to use per epoch; -1 = all of the data (synthetic data has 512 rows)"},
       {"limit_train_batches", "fraction in (0, 1] of each epoch's batches to run, as Lightning"},
-      {"seed", "random seed for weight init, synthetic tokens and data order"},
+      {"seed", "random seed for weight init and synthetic tokens (the data order is fixed: see docs/config.md)"},
       {"weight_decay", "weight decay coefficient; none = the optimizer's default (AdamW 0.01, SGD 0)"},
       {"metrics", "JSONL file to write per-step metrics to; empty = no metrics file"},
       {"save_dir", "dir to write the final weights to as a Hugging Face dir; empty = do not save"},

@@ -12,9 +12,6 @@
 
 namespace tessera {
 
-// Refuses (ConfigError) a save_dir that exists and is not an empty directory, before training starts.
-void check_save_dir(const std::string& save_dir);
-
 // Moves a fully written temporary directory into place (removing it on failure).
 void commit_dir(const std::filesystem::path& tmp, const std::filesystem::path& dir);
 

@@ -42,12 +42,20 @@ struct RunSummary {
 
 template <class Exp>
 class Trainer {
+  static_assert(!Exp::sharding::shards_parameters && !Exp::sharding::shards_gradients &&
+                    !Exp::sharding::shards_optimizer,
+                "tessera::Trainer: this engine runs unsharded experiments only; use NoShard.");
+
  public:
   using Model = typename Exp::model;
   using Precision = typename Exp::precision;
   using Checkpointing = typename Exp::checkpointing;
   using Optimizer = typename Exp::optimizer;
   using ModelConfig = typename Model::Config;
+
+  // Not copyable or movable: the block functions and the batch order point into the trainer.
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   explicit Trainer(RunConfig cfg, ReportOptions report = {})
       : cfg_(std::move(cfg)),
@@ -62,7 +70,6 @@ class Trainer {
         context_(Model::make_context(model_, cfg_.seq_len, Precision::compute_dtype, runtime_.device)),
         reporter_(cfg_.metrics.empty() || runtime_.rank != 0 ? MetricsWriter() : MetricsWriter(cfg_.metrics),
                   ReportOptions{report.print && runtime_.rank == 0, cfg_.log_every, report.print_config}) {
-    check_save_dir(cfg_.save_dir);
     if (cfg_.model_dir.empty()) {
       store_.initialize(model_.initializer_range, static_cast<std::uint64_t>(cfg_.seed));
     } else {
@@ -170,7 +177,6 @@ class Trainer {
     return r;
   }
 
-  // The whole run: config table, steps, memory tables, final save, done record.
   // The whole run: config table, steps, memory tables, final save, done record.
   RunSummary run() {
     if (reporter_.prints_config()) reporter_.print(describe());

@@ -2,8 +2,8 @@
 // defines: PrecisionPolicy, what the engine asks a precision policy.
 //   param_dtype        dtype the engine stores (master) parameters in
 //   compute_dtype      dtype parameters are cast to for forward/backward
-//   grad_dtype         dtype of the gradients the optimizer sees (= param_dtype: they accumulate on the params)
 //   optim_state_dtype  dtype of the optimizer's state tensors
+// Gradients always have param_dtype: autograd accumulates them on the stored parameters.
 //   loss_scaling       true: dynamic loss scaling guards small gradients (fp16)
 #include <c10/core/ScalarType.h>
 

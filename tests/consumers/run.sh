@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# run.sh find_package|add_subdirectory TESSERA_SOURCE TESSERA_BUILD WORK GENERATOR [PREFIX_PATH]
+# Builds the consumer project of that name against tessera and runs one training step with it.
+set -euo pipefail
+kind=$1 source=$2 build=$3 work=$4 generator=$5 prefix_path=${6:-}
+rm -rf "$work"
+mkdir -p "$work"
+args=(-S "$source/tests/consumers/$kind" -B "$work/build" -G "$generator" -DCMAKE_BUILD_TYPE=Release)
+if [ "$kind" = find_package ]; then
+  cmake --install "$build" --prefix "$work/prefix" >/dev/null
+  export CMAKE_PREFIX_PATH="$work/prefix${prefix_path:+:$prefix_path}"
+else
+  args+=(-DTESSERA_SOURCE_DIR="$source")
+fi
+cmake "${args[@]}" >/dev/null
+cmake --build "$work/build" >/dev/null
+"$work/build/consumer-experiment" max_steps=1 batch_size=1 seq_len=16 threads=1 | tee "$work/out.txt" | grep '^done:'
