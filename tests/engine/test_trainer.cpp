@@ -49,16 +49,25 @@ using Ckpt2Exp = Experiment<models::Llama, Fp32, CheckpointEveryNth<2>>;
 }  // namespace
 
 TEST_CASE("gradient accumulation: 8 rows x 1 equals 4 rows x 2 (fp32)", "[engine]") {
-  const auto whole = train_params<Fp32Exp>(small_run(8, 1), 3);
-  const auto accumulated = train_params<Fp32Exp>(small_run(4, 2), 3);
+  // The gradients themselves agree to float32 rounding (GEMMs of 8 and of 4 rows round differently).
+  Trainer<Fp32Exp> one(small_run(8, 1), quiet()), two(small_run(4, 2), quiet());
+  const auto g_one = first_step_grads(one), g_two = first_step_grads(two);
+  for (std::size_t u = 0; u < g_one.size(); ++u) CHECK(testing::rel_norm_diff(g_two[u], g_one[u]) < 2e-6);
+
+  // Parameters after three AdamW steps. Adam's first update is lr * sign(g) element-wise, so elements whose
+  // gradient is at rounding level may move by +-lr in one run and -+lr in the other; the difference scales with
+  // lr, so the check runs at lr = 1e-4 (the parameters still move by ~3e-4 per element).
+  RunConfig whole_cfg = small_run(8, 1), accumulated_cfg = small_run(4, 2);
+  whole_cfg.lr = accumulated_cfg.lr = 1e-4;
+  const auto whole = train_params<Fp32Exp>(whole_cfg, 3);
+  const auto accumulated = train_params<Fp32Exp>(accumulated_cfg, 3);
   REQUIRE(whole.size() == accumulated.size());
+  Trainer<Fp32Exp> untouched(whole_cfg, quiet());
   for (std::size_t u = 0; u < whole.size(); ++u) {
     CHECK(testing::rel_norm_diff(accumulated[u], whole[u]) < 1e-5);
-    CHECK(max_rel_diff(accumulated[u], whole[u]) < 1e-3);
+    // ... and the comparison is not between two untouched initialisations.
+    CHECK(testing::rel_norm_diff(whole[u], untouched.params().flat_param(u)) > 1e-3);
   }
-  // The parameters did move: the comparison is not between two untouched initialisations.
-  Trainer<Fp32Exp> untouched(small_run(8, 1), quiet());
-  CHECK(max_rel_diff(whole[1], untouched.params().flat_param(1)) > 1e-4);
 }
 
 TEST_CASE("activation checkpointing: same gradients, less forward memory", "[engine][checkpoint]") {
