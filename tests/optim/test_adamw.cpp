@@ -1,11 +1,9 @@
-// tessera's AdamW and SGD against LibTorch's own torch::optim implementations.
+// tessera's AdamW against LibTorch's own torch::optim::AdamW.
 #include <catch2/catch.hpp>
 #include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
 
 #include "support.hpp"
 #include "tessera/optim/adamw.hpp"
-#include "tessera/optim/sgd.hpp"
 
 using namespace tessera;
 using testing::max_rel_diff;
@@ -33,22 +31,5 @@ TEST_CASE("AdamW's defaults are torch.optim.AdamW's", "[optim]") {
   STATIC_REQUIRE(AdamW::beta2 == 0.999);
   STATIC_REQUIRE(AdamW::eps == 1e-8);
   STATIC_REQUIRE(AdamW::default_weight_decay == 0.01);
-  STATIC_REQUIRE(Sgd::default_weight_decay == 0.0);
 }
 
-TEST_CASE("SGD equals torch::optim::SGD and keeps no state", "[optim]") {
-  at::manual_seed(5);
-  const at::Tensor init = at::randn({300});
-  at::Tensor ours = init.clone();
-  at::Tensor theirs = init.clone().requires_grad_(true);
-  torch::optim::SGD reference({theirs}, torch::optim::SGDOptions(0.1).weight_decay(0.05));
-  Sgd::State state = Sgd::init(ours, at::kFloat);
-  for (int step = 0; step < 20; ++step) {
-    const at::Tensor grad = at::randn({300});
-    Sgd::step(state, ours, grad, StepHyper{0.1, 0.05});
-    theirs.mutable_grad() = grad.clone();
-    reference.step();
-  }
-  CHECK(max_rel_diff(ours, theirs) < 1e-6);
-  CHECK(Sgd::state_bytes(state) == 0);
-}
