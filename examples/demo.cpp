@@ -57,8 +57,8 @@ Row run(const RunConfig& cfg, const std::string& label, bool first) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string_view> args(argv + 1, argv + argc);
-  try {
+  const std::vector<std::string_view> args(argv + 1, argv + argc);
+  return exit_code_of([&] {
     RunConfig defaults;
     defaults.max_steps = 4;
     defaults.memory_every = 1000;
@@ -85,11 +85,5 @@ int main(int argc, char** argv) {
                   mib(r.after_fwd.acts).c_str(), mib(r.after_bwd.allocator.peak).c_str());
     }
     return 0;
-  } catch (const ConfigError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

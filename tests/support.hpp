@@ -4,8 +4,7 @@
 
 #include <string>
 
-#include "tessera/config/run_config.hpp"
-#include "tessera/report/reporter.hpp"
+#include "tessera/tessera.hpp"
 
 namespace tessera::testing {
 
@@ -23,6 +22,13 @@ inline RunConfig small_run(std::int64_t batch_size = 4, std::int64_t accumulate 
 }
 
 inline ReportOptions quiet() { return ReportOptions{false, 1}; }
+
+// The loss of the first step of the tiny Llama under `Precision` (AdamW, no checkpointing).
+template <class Precision>
+double first_loss() {
+  Trainer<Experiment<models::Llama, Precision>> t(small_run(), quiet());
+  return t.train_step(0).loss;
+}
 
 // max |a - b| / max(max |b|, tiny): one number for "equal within tolerance" on whole buffers.
 inline double max_rel_diff(const at::Tensor& a, const at::Tensor& b) {

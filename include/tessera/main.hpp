@@ -14,17 +14,11 @@
 
 namespace tessera {
 
-template <class Exp>
-int main(int argc, char** argv) {
-  std::vector<std::string_view> args(argv + 1, argv + argc);
+// Runs `body` (returning an exit code) and turns an escaping error into its message and exit code.
+template <class Body>
+int exit_code_of(Body&& body) {
   try {
-    if (wants_help(args)) {
-      std::printf("usage: %s [key=value ...]\n\n%s", argc > 0 ? argv[0] : "tessera", config_help(RunConfig{}).c_str());
-      return 0;
-    }
-    Trainer<Exp> trainer(parse_run_config(args));
-    trainer.run();
-    return 0;
+    return body();
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
@@ -32,6 +26,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
+}
+
+template <class Exp>
+int main(int argc, char** argv) {
+  const std::vector<std::string_view> args(argv + 1, argv + argc);
+  return exit_code_of([&] {
+    if (wants_help(args)) {
+      std::printf("usage: %s [key=value ...]\n\n%s", argc > 0 ? argv[0] : "tessera", config_help(RunConfig{}).c_str());
+      return 0;
+    }
+    Trainer<Exp> trainer(parse_run_config(args));
+    trainer.run();
+    return 0;
+  });
 }
 
 }  // namespace tessera

@@ -7,18 +7,9 @@
 #include "tessera/tessera.hpp"
 
 using namespace tessera;
+using testing::first_loss;
 using testing::quiet;
 using testing::small_run;
-
-namespace {
-
-template <class Precision>
-double first_loss() {
-  Trainer<Experiment<models::Llama, Precision>> t(small_run(), quiet());
-  return t.train_step(0).loss;
-}
-
-}  // namespace
 
 TEST_CASE("bf16-mixed keeps fp32 masters and computes in bf16", "[precision]") {
   STATIC_REQUIRE(Bf16Mixed::param_dtype == c10::ScalarType::Float);

@@ -8,18 +8,9 @@
 #include "tessera/tessera.hpp"
 
 using namespace tessera;
+using testing::first_loss;
 using testing::quiet;
 using testing::small_run;
-
-namespace {
-
-template <class Precision>
-double first_loss() {
-  Trainer<Experiment<models::Llama, Precision>> t(small_run(), quiet());
-  return t.train_step(0).loss;
-}
-
-}  // namespace
 
 TEST_CASE("fp32 stores everything in fp32 and starts at the uniform-guess loss", "[precision]") {
   STATIC_REQUIRE(Fp32::param_dtype == c10::ScalarType::Float);
