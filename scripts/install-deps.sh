@@ -3,9 +3,11 @@
 # Safe to run again: it only calls apt-get when something is missing.
 #   libtorch-dev          LibTorch 1.13 (CPU) with its CMake package
 #   libopenblas0-pthread  a multi-threaded BLAS for LibTorch's CPU GEMMs (the default reference BLAS is ~20x slower)
+#   libopenmpi-dev        Open MPI 4.1: rank bootstrap and the MPI communicator (tessera/dist)
 #   python3-torch         PyTorch 1.13 for the cross-checks against an independent implementation and the benchmark
 set -euo pipefail
 packages=(cmake ninja-build g++ ccache libtorch-dev libopenblas0-pthread nlohmann-json3-dev libboost1.81-dev catch2
+          libopenmpi-dev openmpi-bin
           python3-torch)
 missing=()
 for p in "${packages[@]}"; do

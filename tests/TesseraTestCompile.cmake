@@ -6,6 +6,11 @@ set(_compile_flags -std=c++20 -fsyntax-only -D_GLIBCXX_USE_CXX11_ABI=1 -I${PROJE
 foreach(dir ${_torch_includes})
   list(APPEND _compile_flags -I${dir})
 endforeach()
+if(TESSERA_WITH_MPI)
+  foreach(dir ${MPI_CXX_INCLUDE_DIRS})
+    list(APPEND _compile_flags -I${dir})
+  endforeach()
+endif()
 
 file(GLOB _compile_fail_cases "${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/*.cpp")
 foreach(case ${_compile_fail_cases})
@@ -19,6 +24,9 @@ endforeach()
 
 string(JOIN " " _compile_flags_text ${_compile_flags})
 file(GLOB_RECURSE _public_headers RELATIVE "${PROJECT_SOURCE_DIR}/include" "${PROJECT_SOURCE_DIR}/include/tessera/*.hpp")
+if(NOT TESSERA_WITH_MPI)
+  list(FILTER _public_headers EXCLUDE REGEX "^tessera/dist/")
+endif()
 foreach(header ${_public_headers})
   string(MAKE_C_IDENTIFIER "${header}" id)
   add_test(NAME header_alone.${id}

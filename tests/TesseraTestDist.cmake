@@ -1,0 +1,36 @@
+# tessera/dist under mpiexec (ctest label `dist`):
+#   dist.np1/np2/np4        tessera_dist_tests (Catch2, tests/dist/test_*.cpp, with its own main that makes the
+#                           World) as a job of 1, 2 and 4 ranks; --oversubscribe lets 4 ranks share 2 cores.
+#   dist.no_launcher        the same binary started plainly, without mpiexec: a job of one rank.
+#   dist.abort_on_one_rank  a 3-rank job whose rank 1 calls World::abort ends at once, non-zero, and prints
+#                           the message once (tests/dist/expect_abort.sh).
+# OMPI_ALLOW_RUN_AS_ROOT*: Open MPI refuses to run as root (CI containers) without them.
+if(NOT TESSERA_WITH_MPI)
+  return()
+endif()
+file(GLOB _dist_test_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/dist/test_*.cpp")
+add_executable(tessera_dist_tests dist/main.cpp ${_dist_test_sources})
+target_link_libraries(tessera_dist_tests PRIVATE tessera::tessera Catch2::Catch2)
+target_include_directories(tessera_dist_tests PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
+tessera_use_pch(tessera_dist_tests)
+
+add_executable(tessera_abort_probe dist/abort_probe.cpp)
+target_link_libraries(tessera_abort_probe PRIVATE tessera::tessera)
+tessera_use_pch(tessera_abort_probe)
+
+set(_dist_env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+foreach(n 1 2 4)
+  add_test(NAME dist.np${n}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} --oversubscribe ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:tessera_dist_tests> ${MPIEXEC_POSTFLAGS})
+  set_tests_properties(dist.np${n} PROPERTIES ENVIRONMENT "${_dist_env}" LABELS dist TIMEOUT 120)
+endforeach()
+
+add_test(NAME dist.no_launcher COMMAND tessera_dist_tests)
+set_tests_properties(dist.no_launcher PROPERTIES LABELS dist TIMEOUT 120)
+
+add_test(NAME dist.abort_on_one_rank
+  COMMAND bash "${CMAKE_CURRENT_SOURCE_DIR}/dist/expect_abort.sh" 30 --
+          ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 3 --oversubscribe ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:tessera_abort_probe> ${MPIEXEC_POSTFLAGS})
+set_tests_properties(dist.abort_on_one_rank PROPERTIES ENVIRONMENT "${_dist_env}" LABELS dist TIMEOUT 60)
