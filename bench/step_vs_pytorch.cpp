@@ -2,7 +2,7 @@
 // (Debian's python3-torch running tests/reference/llama_reference.py), same shapes, same thread count,
 // measured in one run, alternating rounds so that both see the same machine state.
 //
-//   bench/step_vs_pytorch [model=tiny] [batch_size=8] [seq_len=256] [threads=0] [steps=5] [rounds=2]
+//   bench/step_vs_pytorch [model=tiny] [batch_size=8] [seq_len=256] [threads=0] [steps=5] [rounds=4]
 // Last line: `ratio: X` = tessera median step time / PyTorch median step time (goal <= 1.0).
 #include <algorithm>
 #include <cstdio>
@@ -53,7 +53,7 @@ std::vector<double> pytorch_steps(const std::string& config, std::int64_t rows, 
 
 int main(int argc, char** argv) {
   using Exp = tessera::Experiment<tessera::models::Llama, tessera::Fp32, tessera::AdamW>;
-  std::int64_t steps = 5, rounds = 2;
+  std::int64_t steps = 5, rounds = 4;
   std::vector<std::string_view> args;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
