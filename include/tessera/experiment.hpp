@@ -66,6 +66,15 @@ struct pick<Axis, Default, P, Rest...> {
   using type = std::conditional_t<PolicyOf<P, Axis>, P, typename pick<Axis, Default, Rest...>::type>;
 };
 
+// Checked only once the policy models ShardingPolicy (the concept's own assert speaks first).
+template <class S>
+constexpr bool sharding_nests() {
+  if constexpr (ShardingPolicy<S>)
+    return sharding_levels_nest<S>;
+  else
+    return true;
+}
+
 template <class Model, class... Ps>
 struct resolve {
   static_assert(models::ModelFamily<Model>,
@@ -89,7 +98,12 @@ struct resolve {
 
   static_assert(ShardingPolicy<sharding>,
                 "tessera::Experiment: the sharding policy lacks a member ShardingPolicy needs (name, "
-                "shards_parameters, shards_gradients, shards_optimizer); see sharding/concept.hpp.");
+                "shards_parameters, shards_gradients, shards_optimizer, data_parallel, hybrid); see "
+                "sharding/concept.hpp.");
+  static_assert(sharding_nests<sharding>(),
+                "tessera::Experiment: the sharding policy's levels do not nest: shards_parameters needs "
+                "shards_gradients, which needs shards_optimizer; hybrid needs shards_parameters; sharding anything "
+                "needs data_parallel. Set the missing flags (see sharding/concept.hpp).");
   static_assert(PrecisionPolicy<precision>,
                 "tessera::Experiment: the precision policy lacks a member PrecisionPolicy needs (name, param_dtype, "
                 "compute_dtype, optim_state_dtype, loss_scaling); see precision/concept.hpp.");

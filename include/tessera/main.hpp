@@ -3,36 +3,61 @@
 //   int main(int argc, char** argv) { return tessera::main<MyExperiment>(argc, argv); }
 // Arguments are key=value run-config overrides (--help lists them). Exit codes: 0 success, 1 a failed
 // run (bad file, runtime error), 2 a bad configuration.
+// Under mpirun/srun the program is one rank of a job (a JobScope starts MPI). A rank that fails prints its
+// error once and ends the whole job with that exit code (MPI_Abort), so no rank is left waiting in a
+// collective. When every rank fails alike (a bad setting), rank 0 speaks for them: the others hold back for
+// a moment before aborting, and rank 0's abort ends them first.
+#include <chrono>
 #include <cstdio>
 #include <exception>
+#include <optional>
+#include <string>
+#include <thread>
 #include <string_view>
 #include <vector>
 
 #include "tessera/config/run_config.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/engine/job.hpp"
 #include "tessera/engine/trainer.hpp"
 
 namespace tessera {
 
-// Runs `body` (returning an exit code) and turns an escaping error into its message and exit code.
+// Runs `body` (returning an exit code) and turns an escaping error into its message and exit code; in a
+// job of several ranks, into the end of the job (see above).
 template <class Body>
 int exit_code_of(Body&& body) {
+  auto fail = [](int code, const char* what) -> int {
+    const JobPlace place = job::place();
+    if (place.size == 1) {
+      std::fprintf(stderr, "error: %s\n", what);
+      return code;
+    }
+    if (place.rank != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+    job::abort(code, std::string("error: ") + what);
+  };
   try {
     return body();
   } catch (const ConfigError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
+    return fail(2, e.what());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    return fail(1, e.what());
   }
 }
 
 template <class Exp>
 int main(int argc, char** argv) {
   const std::vector<std::string_view> args(argv + 1, argv + argc);
+  std::optional<JobScope> job_scope;
+  try {
+    job_scope.emplace();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
   return exit_code_of([&] {
     if (wants_help(args)) {
+      if (job::place().rank != 0) return 0;
       std::printf("usage: %s [key=value ...]\n\n%s", argc > 0 ? argv[0] : "tessera", config_help(RunConfig{}).c_str());
       return 0;
     }

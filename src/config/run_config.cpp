@@ -87,6 +87,14 @@ std::span<const std::string_view> preset_names() { return models::llama_preset_n
 void validate(const RunConfig& cfg) {
   Problems p(cfg);
   p.require(std::isfinite(cfg.lr) && cfg.lr > 0, "lr", "must be a finite number > 0, e.g. lr=3e-4");
+  p.require(cfg.lr_scaling == "none" || cfg.lr_scaling == "linear", "lr_scaling",
+            "must be none or linear (lr times the number of ranks)");
+  p.require(std::isfinite(cfg.bucket_cap_mb) && cfg.bucket_cap_mb > 0, "bucket_cap_mb",
+            "must be a number of MiB > 0, e.g. bucket_cap_mb=25");
+  p.require(cfg.shard_group_size >= 0, "shard_group_size",
+            "must be >= 0 (0 = the ranks of one node; otherwise a divisor of the number of ranks)");
+  p.require(cfg.reduce_dtype == "fp32" || cfg.reduce_dtype == "bf16" || cfg.reduce_dtype == "fp16", "reduce_dtype",
+            "must be fp32, bf16 or fp16");
   p.require(cfg.batch_size >= 1, "batch_size", "must be >= 1 (rows per rank per micro-step)");
   p.require(cfg.accumulate_grad_batches >= 1, "accumulate_grad_batches",
             "must be >= 1 (1 = an optimizer step after every micro-step)");

@@ -92,6 +92,8 @@ World& World::instance() {
   return *live_world;
 }
 
+World* World::current() noexcept { return live_world; }
+
 void World::barrier() const { check_mpi(MPI_Barrier(comm_.get()), "MPI_Barrier"); }
 
 void World::abort(int code, std::string_view message) const {

@@ -28,43 +28,75 @@ bool is_known_buffer(std::string_view name) {
 
 }  // namespace
 
-ParamStore::ParamStore(std::vector<ParamSpec> specs, c10::ScalarType dtype, c10::Device device)
-    : specs_(std::move(specs)), dtype_(dtype), device_(device) {
+ParamStore::ParamStore(std::vector<ParamSpec> specs, c10::ScalarType dtype, c10::Device device, ShardLayout layout)
+    : specs_(std::move(specs)), dtype_(dtype), device_(device), layout_(layout) {
+  if (layout_.group_size < 1 || layout_.group_rank < 0 || layout_.group_rank >= layout_.group_size)
+    throw Error("ParamStore: shard rank " + std::to_string(layout_.group_rank) + " of a group of " +
+                std::to_string(layout_.group_size));
   std::size_t units = 0;
   for (const auto& s : specs_) units = std::max(units, s.unit + 1);
-  std::vector<std::int64_t> unit_numel(units, 0);
+  unit_numel_.assign(units, 0);
+  unit_specs_.resize(units);
   offsets_.reserve(specs_.size());
-  for (const auto& s : specs_) {
-    offsets_.push_back(static_cast<std::size_t>(unit_numel[s.unit]));
-    unit_numel[s.unit] += s.numel();
-  }
-  const auto options = at::TensorOptions().dtype(dtype_).device(device_);
-  for (std::size_t u = 0; u < units; ++u) flats_.push_back(at::empty({unit_numel[u]}, options));
-  flat_grads_.resize(units);
-  unit_params_.resize(units);
   for (std::size_t i = 0; i < specs_.size(); ++i) {
     const auto& s = specs_[i];
-    at::Tensor view = flats_[s.unit].narrow(0, static_cast<std::int64_t>(offsets_[i]), s.numel()).view(s.shape);
-    // detach(): a leaf that shares the flat buffer's storage; autograd sees it as an ordinary parameter.
-    at::Tensor leaf = view.detach().requires_grad_(true);
-    params_.push_back(leaf);
-    unit_params_[s.unit].push_back(leaf);
+    offsets_.push_back(unit_numel_[s.unit]);
+    unit_numel_[s.unit] += s.numel();
+    unit_specs_[s.unit].push_back(i);
+  }
+  const std::int64_t g = layout_.group_size;
+  const auto options = at::TensorOptions().dtype(dtype_).device(device_);
+  for (std::size_t u = 0; u < units; ++u) {
+    padded_numel_.push_back((unit_numel_[u] + g - 1) / g * g);
+    // Zeros: the padding must stay zero (its gradients are zero, so every optimizer keeps it there).
+    flats_.push_back(at::zeros({layout_.store_shards ? padded_numel_[u] / g : padded_numel_[u]}, options));
+  }
+}
+
+at::Tensor ParamStore::shard(std::size_t unit) const {
+  if (layout_.store_shards) return flats_[unit];
+  const std::int64_t s = shard_numel(unit);
+  return flats_[unit].narrow(0, layout_.group_rank * s, s);
+}
+
+std::span<const at::Tensor> ParamStore::full_units() const {
+  if (layout_.store_shards)
+    throw Error("ParamStore::full_units: this store holds parameter shards; gather the units first");
+  return flats_;
+}
+
+std::vector<at::Tensor> ParamStore::unit_views(std::size_t unit, const at::Tensor& full) const {
+  std::vector<at::Tensor> views;
+  views.reserve(unit_specs_[unit].size());
+  for (std::size_t i : unit_specs_[unit]) views.push_back(full.narrow(0, offsets_[i], specs_[i].numel()).view(specs_[i].shape));
+  return views;
+}
+
+// Builds each unit's full buffer on the CPU in the store's dtype (fill writes every spec's values into
+// its view), then keeps the part this rank stores.
+template <class Fill>
+void ParamStore::fill_units(Fill&& fill) {
+  at::NoGradGuard no_grad;
+  for (std::size_t u = 0; u < flats_.size(); ++u) {
+    at::Tensor full = at::zeros({padded_numel_[u]}, at::TensorOptions().dtype(dtype_));
+    const std::vector<at::Tensor> views = unit_views(u, full);
+    for (std::size_t k = 0; k < views.size(); ++k) fill(unit_specs_[u][k], views[k]);
+    const std::int64_t s = shard_numel(u);
+    flats_[u].copy_(layout_.store_shards ? full.narrow(0, layout_.group_rank * s, s) : full);
   }
 }
 
 void ParamStore::initialize(double std, std::uint64_t seed) {
-  at::NoGradGuard no_grad;
+  // Drawn in spec order, which is unit order: the same stream as one generator over all parameters.
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  for (std::size_t i = 0; i < specs_.size(); ++i) {
+  fill_units([&](std::size_t i, const at::Tensor& view) {
     const auto& s = specs_[i];
-    at::Tensor values = s.init == ParamInit::ones ? at::ones(s.shape, at::kFloat)
-                                                  : at::empty(s.shape, at::kFloat).normal_(0.0, std, gen);
-    params_[i].copy_(values);
-  }
+    view.copy_(s.init == ParamInit::ones ? at::ones(s.shape, at::kFloat)
+                                         : at::empty(s.shape, at::kFloat).normal_(0.0, std, gen));
+  });
 }
 
 void ParamStore::load(const io::CheckpointDir& dir) {
-  at::NoGradGuard no_grad;
   std::set<std::string> expected;
   for (const auto& s : specs_) expected.insert(s.name);
   std::vector<std::string> unknown;
@@ -77,8 +109,7 @@ void ParamStore::load(const io::CheckpointDir& dir) {
                       list + (unknown.size() > 5 ? ", ..." : "") +
                       "); its config.json does not match its weights, or it is not a Llama checkpoint");
   }
-  for (std::size_t i = 0; i < specs_.size(); ++i) {
-    const auto& s = specs_[i];
+  for (const auto& s : specs_) {
     const io::TensorInfo* info = dir.find(s.name);
     if (!info)
       throw FormatError("checkpoint lacks tensor '" + s.name + "' (shape " + shape_string(s.shape) +
@@ -86,36 +117,28 @@ void ParamStore::load(const io::CheckpointDir& dir) {
     if (info->shape != s.shape)
       throw FormatError("checkpoint tensor '" + s.name + "' has shape " + shape_string(info->shape) +
                         " but config.json implies " + shape_string(s.shape));
-    params_[i].copy_(tensor_from_bytes(*info, dir.bytes(s.name)));
   }
+  fill_units([&](std::size_t i, const at::Tensor& view) {
+    view.copy_(tensor_from_bytes(*dir.find(specs_[i].name), dir.bytes(specs_[i].name)));
+  });
 }
 
-void ParamStore::save(const std::filesystem::path& dir) const {
+void ParamStore::save(const std::filesystem::path& dir, std::span<const at::Tensor> full_units) const {
+  if (full_units.size() != flats_.size())
+    throw Error("ParamStore::save: " + std::to_string(full_units.size()) + " unit buffers for " +
+                std::to_string(flats_.size()) + " units");
   std::vector<at::Tensor> host;
   std::vector<io::TensorView> views;
   host.reserve(specs_.size());
-  for (std::size_t i = 0; i < specs_.size(); ++i) {
-    host.push_back(params_[i].detach().to(at::kCPU).contiguous());
-    views.push_back(tensor_view(specs_[i].name, host.back()));
+  for (std::size_t u = 0; u < flats_.size(); ++u) {
+    const std::vector<at::Tensor> params = unit_views(u, full_units[u].detach());
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      host.push_back(params[k].to(at::kCPU).to(dtype_).contiguous());
+      views.push_back(tensor_view(specs_[unit_specs_[u][k]].name, host.back()));
+    }
   }
   io::write_checkpoint_dir(dir, views);
 }
-
-void ParamStore::allocate_grads() {
-  for (std::size_t u = 0; u < flats_.size(); ++u) flat_grads_[u] = at::zeros_like(flats_[u]);
-  for (std::size_t i = 0; i < specs_.size(); ++i) {
-    const auto& s = specs_[i];
-    params_[i].mutable_grad() =
-        flat_grads_[s.unit].narrow(0, static_cast<std::int64_t>(offsets_[i]), s.numel()).view(s.shape);
-  }
-}
-
-void ParamStore::release_grads() {
-  for (auto& p : params_) p.mutable_grad() = at::Tensor();
-  for (auto& g : flat_grads_) g = at::Tensor();
-}
-
-bool ParamStore::has_grads() const { return !flat_grads_.empty() && flat_grads_.front().defined(); }
 
 std::int64_t ParamStore::param_bytes() const {
   std::int64_t n = 0;
@@ -123,16 +146,9 @@ std::int64_t ParamStore::param_bytes() const {
   return n;
 }
 
-std::int64_t ParamStore::grad_bytes() const {
-  std::int64_t n = 0;
-  for (const auto& g : flat_grads_)
-    if (g.defined()) n += static_cast<std::int64_t>(g.nbytes());
-  return n;
-}
-
 std::int64_t ParamStore::numel() const {
   std::int64_t n = 0;
-  for (const auto& f : flats_) n += f.numel();
+  for (auto k : unit_numel_) n += k;
   return n;
 }
 

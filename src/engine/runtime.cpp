@@ -11,13 +11,18 @@
 
 namespace tessera {
 
-Runtime make_runtime(const RunConfig& cfg) {
+Runtime make_runtime(const RunConfig& cfg, const JobPlace& place) {
   memory::install_counting_cpu_allocator();
   Runtime rt;
+  rt.rank = place.rank;
+  rt.world_size = place.size;
   const bool want_cuda = cfg.device.rfind("cuda", 0) == 0;
   if (want_cuda || cfg.device == "auto") {
     if (at::hasCUDA()) {
-      rt.device = c10::Device(want_cuda && cfg.device.size() > 4 ? cfg.device : std::string("cuda:0"));
+      const auto gpus = static_cast<int>(std::max<std::size_t>(1, at::getNumGPUs()));
+      rt.device = want_cuda && cfg.device.size() > 4 ? c10::Device(cfg.device)
+                                                     : c10::Device(c10::DeviceType::CUDA,
+                                                                   static_cast<c10::DeviceIndex>(place.local_rank % gpus));
     } else if (want_cuda) {
       throw ConfigError("device=" + cfg.device +
                         ": no CUDA device is usable here (no GPU visible, or LibTorch built without CUDA); use "
@@ -25,7 +30,7 @@ Runtime make_runtime(const RunConfig& cfg) {
     }
   }
   const auto cores = static_cast<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()));
-  rt.threads = cfg.threads > 0 ? cfg.threads : cores;
+  rt.threads = cfg.threads > 0 ? cfg.threads : std::max<std::int64_t>(1, cores / std::max(1, place.local_size));
   at::set_num_threads(static_cast<int>(rt.threads));
   return rt;
 }
@@ -43,5 +48,16 @@ data::TokenSource open_tokens(const RunConfig& cfg, std::int64_t vocab_size) {
                       "; tokenize with the model's own tokenizer");
   return tokens;
 }
+
+namespace detail {
+
+c10::ScalarType reduce_dtype_of(const std::string& name) {
+  if (name == "fp32") return c10::ScalarType::Float;
+  if (name == "bf16") return c10::ScalarType::BFloat16;
+  if (name == "fp16") return c10::ScalarType::Half;
+  throw ConfigError("reduce_dtype=" + name + ": must be fp32, bf16 or fp16");
+}
+
+}  // namespace detail
 
 }  // namespace tessera

@@ -62,6 +62,13 @@ void Reporter::memory(const memory::MemorySnapshot& s, bool print_line) {
                         memory::format_snapshot(s));
 }
 
+void Reporter::memory_of_ranks(std::span<const memory::MemorySnapshot> ranks, bool print_line) {
+  for (const auto& s : ranks) memory(s, false);
+  if (print_line && !ranks.empty())
+    print("  step " + std::to_string(ranks[0].step) + " micro " + std::to_string(ranks[0].micro) + " " +
+          memory::format_snapshot_max(ranks));
+}
+
 void Reporter::done(double train_s, std::int64_t peak_bytes, nlohmann::json extra) {
   nlohmann::json record = {{"event", "done"}, {"train_s", train_s}, {"peak", peak_bytes}};
   record.update(extra);

@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     c.head_dim = 8;
     tessera::ParamStore store(tessera::models::Llama::parameters(c), c10::ScalarType::Float, c10::Device("cpu"));
     store.initialize(0.02, 1);
-    tessera::save_hf_dir<tessera::models::Llama>(argv[2], c, store);
+    tessera::save_hf_dir<tessera::models::Llama>(argv[2], c, store, store.full_units());
     return 0;
   }
   if (kind == "tokens" && argc == 4) {

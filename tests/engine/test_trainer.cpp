@@ -28,7 +28,7 @@ template <class Exp>
 std::vector<at::Tensor> first_step_grads(Trainer<Exp>& t) {
   t.accumulate_gradients(0);
   std::vector<at::Tensor> grads;
-  for (std::size_t u = 0; u < t.params().num_units(); ++u) grads.push_back(t.params().flat_grad(u).clone());
+  for (std::size_t u = 0; u < t.params().num_units(); ++u) grads.push_back(t.flat_grad(u).clone());
   return grads;
 }
 
@@ -104,14 +104,14 @@ TEMPLATE_TEST_CASE("memory accounting equals the analytic byte sums", "[engine][
 
   CHECK(t.params().numel() == n);
   CHECK(t.params().param_bytes() == n * param_size);
-  CHECK(t.params().grad_bytes() == 0);
+  CHECK(t.engine().grad_bytes() == 0);
   CHECK(t.optimizer_bytes() == 0);
   t.accumulate_gradients(0);
-  CHECK(t.params().grad_bytes() == n * param_size);
+  CHECK(t.engine().grad_bytes() == n * param_size);
   const auto allocated = memory::allocator_stats(c10::Device("cpu")).allocated;
-  CHECK(allocated >= t.params().param_bytes() + t.params().grad_bytes());
+  CHECK(allocated >= t.params().param_bytes() + t.engine().grad_bytes());
   t.apply_gradients();
-  CHECK(t.params().grad_bytes() == 0);
+  CHECK(t.engine().grad_bytes() == 0);
   CHECK(t.optimizer_bytes() == n * state_size * state_tensors);
 }
 

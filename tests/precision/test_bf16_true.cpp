@@ -17,7 +17,7 @@ TEST_CASE("bf16-true stores parameters, gradients and optimizer state in bf16", 
   Trainer<Experiment<models::Llama, Bf16True>> t(small_run(), quiet());
   CHECK(t.params().flat_param(0).scalar_type() == c10::ScalarType::BFloat16);
   t.accumulate_gradients(0);
-  CHECK(t.params().flat_grad(1).scalar_type() == c10::ScalarType::BFloat16);
+  CHECK(t.flat_grad(1).scalar_type() == c10::ScalarType::BFloat16);
 }
 
 TEST_CASE("bf16-true trains close to fp32", "[precision]") {

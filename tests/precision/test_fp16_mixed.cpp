@@ -24,7 +24,7 @@ TEST_CASE("fp16 loss scaling: an overflowing step is skipped and the scale halve
   const std::size_t head = t.params().num_units() - 1;
   {
     at::NoGradGuard no_grad;
-    t.params().unit_params(head)[0].fill_(1e6);
+    t.params().unit_views(head, t.params().flat_param(head))[0].fill_(1e6);
   }
   const at::Tensor before = t.params().flat_param(1).clone();
   const StepResult r = t.train_step(0);

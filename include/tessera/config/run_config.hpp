@@ -19,6 +19,7 @@ struct RunConfig {
   std::string data;
   std::int64_t seq_len = 256;
   double lr = 1e-3;
+  std::string lr_scaling = "none";
   std::int64_t batch_size = 8;
   std::int64_t accumulate_grad_batches = 1;
   std::int64_t max_epochs = 1;
@@ -29,6 +30,9 @@ struct RunConfig {
   std::optional<double> weight_decay;
   std::string metrics;
   std::string save_dir;
+  double bucket_cap_mb = 25.0;
+  std::int64_t shard_group_size = 0;
+  std::string reduce_dtype = "fp32";
   std::string device = "auto";
   std::int64_t threads = 0;
   std::int64_t log_every = 1;
@@ -38,7 +42,7 @@ struct RunConfig {
 template <>
 struct config_fields<RunConfig> {
   static constexpr std::string_view title = "run config";
-  static constexpr std::array<FieldDoc, 19> docs{{
+  static constexpr std::array<FieldDoc, 23> docs{{
       {"model",
        "model preset: tiny, llama-1b, open-llama-3b, open-llama-7b, open-llama-13b, code-llama-7b; "
        "ignored when model_dir is set"},
@@ -47,7 +51,8 @@ struct config_fields<RunConfig> {
        "empty = build the model preset"},
       {"data", "token file: nanoGPT uint16 .bin or llm.c headered .bin; empty = synthetic tokens"},
       {"seq_len", "tokens per training row (context length), >= 2"},
-      {"lr", "learning rate, > 0"},
+      {"lr", "learning rate, > 0 (before lr_scaling)"},
+      {"lr_scaling", "none, or linear: multiply lr by the number of ranks (the batch grows with them)"},
       {"batch_size", "rows of seq_len tokens per rank per micro-step"},
       {"accumulate_grad_batches", "micro-steps whose gradients add up to one optimizer step"},
       {"max_epochs", "passes over the training data (>= 1 unless max_steps > 0)"},
@@ -59,6 +64,10 @@ struct config_fields<RunConfig> {
       {"weight_decay", "weight decay coefficient; none = the optimizer's default (AdamW 0.01, SGD 0)"},
       {"metrics", "JSONL file to write per-step metrics to; empty = no metrics file"},
       {"save_dir", "dir to write the final weights to as a Hugging Face dir; empty = do not save"},
+      {"bucket_cap_mb", "Ddp/Zero1: MiB of gradients per all-reduce bucket, > 0"},
+      {"shard_group_size",
+       "HybridShard: ranks per shard group, dividing the number of ranks; 0 = the ranks of one node"},
+      {"reduce_dtype", "dtype gradients are averaged across ranks in: fp32, bf16 or fp16"},
       {"device", "auto (cuda if available, else cpu), cpu, cuda or cuda:N (N = GPU index)"},
       {"threads", "CPU threads for intra-op parallelism; 0 = all cores"},
       {"log_every", "print a step line every N steps"},

@@ -36,6 +36,8 @@ class World {
 
   // The live World; tessera::Error when there is none.
   static World& instance();
+  // The live World, or nullptr when there is none (code that also runs without one).
+  static World* current() noexcept;
 
   int rank() const { return rank_; }
   int size() const { return size_; }

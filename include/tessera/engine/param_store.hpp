@@ -1,16 +1,18 @@
 #pragma once
-// defines: ParamStore, the parameters (and their gradients) the engine owns.
-// Each unit's parameters live in one flat 1-D buffer, (sum of the unit's numels,), and every parameter is a
-// leaf view into it, so the optimizer updates a unit with a handful of vectorised ops and sharding can
-// move a unit as one tensor. Gradients follow the same layout: allocate_grads() creates one zeroed flat
-// buffer per unit and installs views of it as each parameter's .grad, so autograd accumulates into the
-// buffer in place; release_grads() frees them (PyTorch's zero_grad(set_to_none=True)).
+// defines: ShardLayout and ParamStore, the parameters the engine owns.
+// Each unit's parameters live in one flat 1-D buffer, so the optimizer updates a unit with a handful of
+// vectorised ops and sharding moves a unit as one tensor. A unit of n elements is padded with zeros to
+// N = ceil(n / G) * G elements for a shard group of G ranks; shard r is the slice [r*S, (r+1)*S), S = N / G.
+// Without parameter sharding every rank stores the whole padded buffer (N elements); with it (FullShard,
+// HybridShard) each rank stores only its shard (S elements), and full units exist only while gathered.
+// Parameters in a full unit buffer follow the model's spec order: unit_views() cuts a buffer into them.
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,48 +24,64 @@ class CheckpointDir;
 
 namespace tessera {
 
+struct ShardLayout {
+  std::int64_t group_size = 1;  // G: ranks a unit is cut across (1 = no sharding)
+  std::int64_t group_rank = 0;  // r: this rank's shard
+  bool store_shards = false;    // keep only shard r of each unit (parameter sharding)
+};
+
 class ParamStore {
  public:
-  ParamStore(std::vector<ParamSpec> specs, c10::ScalarType dtype, c10::Device device);
+  ParamStore(std::vector<ParamSpec> specs, c10::ScalarType dtype, c10::Device device, ShardLayout layout = {});
 
   // Hugging Face initialisation (normal(0, std) for matrices, ones for norms), drawn in spec order
   // from one CPU generator seeded with `seed`: every rank and every world size gets the same weights.
   void initialize(double std, std::uint64_t seed);
-  // Copies every spec'd tensor from a checkpoint, converting its dtype; refuses missing, misshapen or
-  // unknown tensors (FormatError naming the tensor).
+  // Copies every spec'd tensor (this rank's part of it) from a checkpoint, converting its dtype; refuses
+  // missing, misshapen or unknown tensors (FormatError naming the tensor).
   void load(const io::CheckpointDir& dir);
-  // Writes DIR/model.safetensors (or shards) with Hugging Face names in the store's dtype.
-  void save(const std::filesystem::path& dir) const;
+  // Writes DIR/model.safetensors (or shards) with Hugging Face names in the store's dtype, from one full
+  // buffer per unit (at least unit_numel(u) elements each; full_units() when the store holds them).
+  void save(const std::filesystem::path& dir, std::span<const at::Tensor> full_units) const;
 
   const std::vector<ParamSpec>& specs() const { return specs_; }
+  const ShardLayout& layout() const { return layout_; }
   std::size_t num_units() const { return flats_.size(); }
   c10::ScalarType dtype() const { return dtype_; }
-  // The unit's parameters in spec order (leaf tensors that require grad).
-  const std::vector<at::Tensor>& unit_params(std::size_t unit) const { return unit_params_[unit]; }
+  c10::Device device() const { return device_; }
+
+  std::int64_t unit_numel(std::size_t unit) const { return unit_numel_[unit]; }   // n: the unit's parameters
+  std::int64_t padded_numel(std::size_t unit) const { return padded_numel_[unit]; }  // N = G * S
+  std::int64_t shard_numel(std::size_t unit) const { return padded_numel_[unit] / layout_.group_size; }  // S
+
+  // What this rank stores of the unit: the padded full buffer (N,) or its shard (S,).
   at::Tensor& flat_param(std::size_t unit) { return flats_[unit]; }
   const at::Tensor& flat_param(std::size_t unit) const { return flats_[unit]; }
-  // Undefined between release_grads() and allocate_grads().
-  const at::Tensor& flat_grad(std::size_t unit) const { return flat_grads_[unit]; }
-  // Parameter `index` (spec order) as a leaf tensor.
-  const at::Tensor& param(std::size_t index) const { return params_[index]; }
+  // This rank's shard of the unit, (S,): a view of the full buffer, or the stored shard itself.
+  at::Tensor shard(std::size_t unit) const;
+  // The stored full buffers; tessera::Error when the store holds shards.
+  std::span<const at::Tensor> full_units() const;
 
-  void allocate_grads();
-  void release_grads();
-  bool has_grads() const;
+  // The unit's parameters as views (spec shapes) into `full`, a buffer of at least unit_numel(unit) elements.
+  std::vector<at::Tensor> unit_views(std::size_t unit, const at::Tensor& full) const;
+  // Indices into specs() of the unit's parameters, in order.
+  const std::vector<std::size_t>& unit_specs(std::size_t unit) const { return unit_specs_[unit]; }
 
-  std::int64_t param_bytes() const;  // sum of the flat parameter buffers
-  std::int64_t grad_bytes() const;   // sum of the flat gradient buffers (0 when released)
-  std::int64_t numel() const;
+  std::int64_t param_bytes() const;  // bytes this rank stores (shards when sharded, padding included)
+  std::int64_t numel() const;        // parameters of the model (no padding)
 
  private:
+  template <class Fill>
+  void fill_units(Fill&& fill);  // fill(spec index, full-shape fp32/any tensor view of the unit buffer)
+
   std::vector<ParamSpec> specs_;
   c10::ScalarType dtype_;
   c10::Device device_;
-  std::vector<at::Tensor> flats_;        // per unit, (n_unit,)
-  std::vector<at::Tensor> flat_grads_;   // per unit, (n_unit,) or undefined
-  std::vector<at::Tensor> params_;       // per spec, views into flats_
-  std::vector<std::size_t> offsets_;     // per spec, element offset inside its unit's flat buffer
-  std::vector<std::vector<at::Tensor>> unit_params_;
+  ShardLayout layout_;
+  std::vector<at::Tensor> flats_;
+  std::vector<std::int64_t> unit_numel_, padded_numel_;
+  std::vector<std::int64_t> offsets_;  // per spec, element offset inside its unit's flat buffer
+  std::vector<std::vector<std::size_t>> unit_specs_;
 };
 
 }  // namespace tessera

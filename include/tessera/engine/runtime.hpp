@@ -7,6 +7,7 @@
 
 #include "tessera/config/run_config.hpp"
 #include "tessera/data/token_source.hpp"
+#include "tessera/engine/job.hpp"
 
 namespace tessera {
 
@@ -17,9 +18,10 @@ struct Runtime {
   std::int64_t world_size = 1;
 };
 
-// Resolves device=auto|cpu|cuda|cuda:N (ConfigError when CUDA is asked for and absent), sets the
-// intra-op thread count, and installs the counting CPU allocator before any tensor is made.
-Runtime make_runtime(const RunConfig& cfg);
+// Resolves device=auto|cpu|cuda|cuda:N (ConfigError when CUDA is asked for and absent; auto and cuda give
+// rank k of a node the GPU local_rank mod GPUs), sets the intra-op thread count (threads=0: the node's cores
+// shared among its ranks), and installs the counting CPU allocator before any tensor is made.
+Runtime make_runtime(const RunConfig& cfg, const JobPlace& place = {});
 
 // data= file, or the synthetic stream (num_train_samples rows, 512 when -1, of seq_len tokens, plus one).
 // Refuses a token id >= vocab_size (ConfigError naming the file, the id and the vocab size).

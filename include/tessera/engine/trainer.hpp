@@ -1,19 +1,23 @@
 #pragma once
-// defines: Trainer<Exp>, the single-process training engine every policy plugs into.
+// defines: Trainer<Exp>, the training engine every policy plugs into, on one rank or many.
 //
-// One optimizer step (step s):
-//   for micro m in 0..A-1:  tokens <- BatchOrder(s, m)            [before_fwd]
-//                           loss   <- forward, unit by unit       [after_fwd]
-//                           backward(loss * 1/A [* loss scale])   [after_bwd]
-//   optimizer step on each unit's flat buffer; gradients released [after_opt]
-// The engine asks the policies: Precision for dtypes and loss scaling, Checkpointing which blocks to
-// recompute, Optimizer for the update; the model family supplies the forward pieces.
+// One optimizer step (step s), on every rank r of W:
+//   for micro m in 0..A-1:  tokens <- BatchOrder(s, m, r)                          [before_fwd]
+//                           loss   <- forward, call by call (embedding, blocks, head) [after_fwd]
+//                           backward(loss * 1/A [* loss scale]); gradients reduced as
+//                           the sharding policy says (UnitEngine)                    [after_bwd]
+//   optimizer step on each unit's flat buffer, or this rank's shard of it; shards
+//   all-gathered (ZeRO-1/2); gradients released                                     [after_opt]
+// The engine asks the policies: Sharding for where parameters, gradients and optimizer state live
+// (engine/unit_engine.hpp), Precision for dtypes and loss scaling, Checkpointing which blocks to recompute,
+// Optimizer for the update; the model family supplies the forward pieces. The loss reported is the mean over
+// ranks, so W ranks of B rows report what one rank of W*B rows does.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,11 +25,12 @@
 #include "tessera/core/error.hpp"
 #include "tessera/data/batch_order.hpp"
 #include "tessera/data/token_source.hpp"
-#include "tessera/engine/checkpoint_fn.hpp"
+#include "tessera/engine/job.hpp"
 #include "tessera/engine/loss_scaler.hpp"
 #include "tessera/engine/param_store.hpp"
 #include "tessera/engine/runtime.hpp"
 #include "tessera/engine/save.hpp"
+#include "tessera/engine/unit_engine.hpp"
 #include "tessera/experiment.hpp"
 #include "tessera/io/checkpoint_dir.hpp"
 #include "tessera/memory/allocator_stats.hpp"
@@ -36,38 +41,78 @@ namespace tessera {
 
 struct RunSummary {
   double train_s = 0.0;
-  std::int64_t peak_bytes = 0;
+  std::int64_t peak_bytes = 0;  // highest over ranks
   std::vector<StepResult> steps;
 };
 
+namespace detail {
+
+// Ranks per shard group for a policy in a job, or ConfigError saying why the job does not suit it.
+// The same on every rank (it depends on the config and the job's shape only), so all ranks refuse together.
+template <class Sharding>
+std::int64_t shard_group_size(const RunConfig& cfg, const JobPlace& place) {
+  if constexpr (!Sharding::data_parallel) {
+    if (place.size > 1)
+      throw ConfigError("sharding " + std::string(Sharding::name) + " runs in one process but this job has " +
+                        std::to_string(place.size) +
+                        " ranks; launch it without mpirun, or build the experiment with Ddp, Zero1, ShardGradOp, "
+                        "FullShard or HybridShard");
+    return 1;
+  } else if constexpr (!Sharding::shards_optimizer) {
+    return 1;
+  } else if constexpr (!Sharding::hybrid) {
+    return place.size;
+  } else {
+    const std::int64_t g = cfg.shard_group_size > 0 ? cfg.shard_group_size : place.local_size;
+    if (place.size % g != 0) {
+      const std::string w = std::to_string(place.size);
+      throw ConfigError(cfg.shard_group_size > 0
+                            ? "shard_group_size=" + std::to_string(g) + ": does not divide the " + w +
+                                  " ranks of this job; choose a divisor of " + w
+                            : "shard_group_size=0: the default group, the " + std::to_string(g) +
+                                  " ranks of one node, does not divide the " + w +
+                                  " ranks of this job (uneven nodes); set shard_group_size to a divisor of " + w);
+    }
+    return g;
+  }
+}
+
+c10::ScalarType reduce_dtype_of(const std::string& name);
+
+}  // namespace detail
+
 template <class Exp>
 class Trainer {
-  static_assert(!Exp::sharding::shards_parameters && !Exp::sharding::shards_gradients &&
-                    !Exp::sharding::shards_optimizer,
-                "tessera::Trainer: this engine runs unsharded experiments only; use NoShard.");
-
  public:
   using Model = typename Exp::model;
+  using Sharding = typename Exp::sharding;
   using Precision = typename Exp::precision;
   using Checkpointing = typename Exp::checkpointing;
   using Optimizer = typename Exp::optimizer;
   using ModelConfig = typename Model::Config;
+  static constexpr int stage = sharding_stage<Sharding>;
 
-  // Not copyable or movable: the block functions and the batch order point into the trainer.
+  // Not copyable or movable: the engine's call function points into the trainer.
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
   explicit Trainer(RunConfig cfg, ReportOptions report = {})
       : cfg_(std::move(cfg)),
-        runtime_(make_runtime(cfg_)),
+        place_(job::place()),
+        group_size_(detail::shard_group_size<Sharding>(cfg_, place_)),
+        runtime_(make_runtime(cfg_, place_)),
         model_(cfg_.model_dir.empty() ? Model::preset(cfg_.model)
                                       : Model::read_config(std::filesystem::path(cfg_.model_dir) / "config.json")),
         tokens_(open_tokens(cfg_, model_.vocab_size)),
         order_(tokens_, data::BatchShape{runtime_.world_size, cfg_.batch_size, cfg_.seq_len, cfg_.accumulate_grad_batches},
                cfg_.num_train_samples, cfg_.limit_train_batches),
         total_steps_(order_.total_steps(cfg_.max_epochs, cfg_.max_steps)),
-        store_(Model::parameters(model_), Precision::param_dtype, runtime_.device),
+        store_(Model::parameters(model_), Precision::param_dtype, runtime_.device,
+               ShardLayout{group_size_, place_.rank % group_size_, stage == 3}),
         context_(Model::make_context(model_, cfg_.seq_len, Precision::compute_dtype, runtime_.device)),
+        engine_(store_, plan(), job::communicators(static_cast<int>(group_size_), runtime_.device), calls(),
+                [this](std::size_t c, const at::Tensor& x, const at::Tensor& aux,
+                       const std::vector<std::vector<at::Tensor>>& p) { return run_call(c, x, aux, p); }),
         reporter_(cfg_.metrics.empty() || runtime_.rank != 0 ? MetricsWriter() : MetricsWriter(cfg_.metrics),
                   ReportOptions{report.print && runtime_.rank == 0, cfg_.log_every, report.print_config}) {
     if (cfg_.model_dir.empty()) {
@@ -75,48 +120,48 @@ class Trainer {
     } else {
       store_.load(io::CheckpointDir::open(cfg_.model_dir));
     }
-    const std::size_t blocks = Model::num_blocks(model_);
-    block_fns_.reserve(blocks);
-    for (std::size_t b = 0; b < blocks; ++b) {
-      block_fns_.push_back([this](const at::Tensor& x, at::TensorList params) {
-        return Model::block(model_, context_, compute_copies(params), x);
-      });
-    }
   }
 
   const RunConfig& config() const { return cfg_; }
   const ModelConfig& model_config() const { return model_; }
   const Runtime& runtime() const { return runtime_; }
   ParamStore& params() { return store_; }
+  const UnitEngine& engine() const { return engine_; }
   const data::TokenSource& tokens() const { return tokens_; }
   std::int64_t total_steps() const { return total_steps_; }
+  std::int64_t shard_group_size() const { return group_size_; }
   std::int64_t tokens_per_step() const {
     return runtime_.world_size * cfg_.batch_size * cfg_.seq_len * cfg_.accumulate_grad_batches;
   }
-  double lr() const { return cfg_.lr; }
+  // The learning rate in use: lr, times the number of ranks under lr_scaling=linear.
+  double lr() const { return cfg_.lr * (cfg_.lr_scaling == "linear" ? static_cast<double>(runtime_.world_size) : 1.0); }
   double weight_decay() const { return cfg_.weight_decay.value_or(Optimizer::default_weight_decay); }
   const LossScaler& loss_scaler() const { return scaler_; }
-  // Every snapshot taken so far (steps 0, 1 and every memory_every), in order.
+  // This rank's snapshots so far (steps 0, 1 and every memory_every), in order.
   const std::vector<memory::MemorySnapshot>& snapshots() const { return snapshots_; }
+  // On rank 0: every rank's snapshots, in the order taken (rank 0 .. W-1 at each point); empty elsewhere.
+  const std::vector<memory::MemorySnapshot>& job_snapshots() const { return job_snapshots_; }
   std::int64_t optimizer_bytes() const {
     std::int64_t n = 0;
     for (const auto& s : opt_state_) n += Optimizer::state_bytes(s);
     return n;
   }
+  // The gradient the optimizer will use for `unit` (the whole unit, or this rank's shard); undefined
+  // between optimizer steps.
+  const at::Tensor& flat_grad(std::size_t unit) const { return engine_.grad_slice(unit); }
+  // Every unit's full parameters (padded flat buffers). Collective under FullShard/HybridShard.
+  std::vector<at::Tensor> full_params() { return engine_.full_params(); }
 
-  // The loss of one batch, forward only, unit by unit. tokens/targets: (B, T) int64 on the device.
+  // The loss of one batch, forward only (this rank's rows). tokens/targets: (B, T) int64 on the device.
   at::Tensor forward(const at::Tensor& tokens, const at::Tensor& targets) {
-    const std::vector<at::Tensor> embed = compute_copies(store_.unit_params(0));
-    at::Tensor x = Model::embed(model_, embed, tokens);
-    for (std::size_t b = 0; b < block_fns_.size(); ++b) {
-      const auto& params = store_.unit_params(b + 1);
-      x = Checkpointing::checkpointed(b) ? checkpointed_call(block_fns_[b], x, params) : block_fns_[b](x, params);
-    }
-    const std::vector<at::Tensor> head = compute_copies(store_.unit_params(block_fns_.size() + 1));
-    return Model::loss(model_, head, embed, x, targets);
+    at::Tensor x = engine_.call(0, tokens);
+    const std::size_t blocks = Model::num_blocks(model_);
+    for (std::size_t b = 0; b < blocks; ++b) x = engine_.call(b + 1, x);
+    return engine_.call(blocks + 1, x, targets);
   }
 
-  // Forward and backward of every micro-batch of `step`; gradients stay allocated. Returns the mean loss.
+  // Forward and backward of every micro-batch of `step`; gradients stay allocated, reduced across ranks.
+  // Returns the mean loss over micro-batches and ranks.
   double accumulate_gradients(std::int64_t step) {
     const std::int64_t accumulate = cfg_.accumulate_grad_batches;
     const double micro_weight = 1.0 / static_cast<double>(accumulate);
@@ -124,42 +169,47 @@ class Trainer {
     for (std::int64_t m = 0; m < accumulate; ++m) {
       auto [inputs, targets] = batch(step, m);
       snapshot(step, m, memory::Phase::before_forward);
+      engine_.begin_micro(m + 1 == accumulate);
       at::Tensor loss = forward(inputs, targets);
       snapshot(step, m, memory::Phase::after_forward);
-      if (!store_.has_grads()) store_.allocate_grads();
       const double scale = Precision::loss_scaling ? scaler_.scale() : 1.0;
       (loss * (micro_weight * scale)).backward();
       loss_sum += loss.detach().to(at::kDouble);
       loss = at::Tensor();
+      if (m + 1 == accumulate) engine_.finish_gradients();
       snapshot(step, m, memory::Phase::after_backward);
     }
-    return loss_sum.item<double>() * micro_weight;
+    return job::mean_over_ranks(loss_sum.item<double>() * micro_weight);
   }
 
   // One optimizer step on the accumulated gradients, then frees them. Returns false when loss scaling
-  // found inf/nan gradients and skipped the update.
+  // found inf/nan gradients (on any rank) and skipped the update.
   bool apply_gradients() {
     at::NoGradGuard no_grad;
     bool finite = true;
     if constexpr (Precision::loss_scaling) {
       const double inv_scale = 1.0 / scaler_.scale();
+      bool local = true;
       for (std::size_t u = 0; u < store_.num_units(); ++u) {
-        const at::Tensor& g = store_.flat_grad(u);
+        const at::Tensor& g = engine_.grad_slice(u);
         g.mul_(inv_scale);
-        finite = finite && at::isfinite(g).all().template item<bool>();
+        local = local && at::isfinite(g).all().template item<bool>();
       }
-      finite = scaler_.update(finite);
+      finite = scaler_.update(job::mean_over_ranks(local ? 0.0 : 1.0) == 0.0);
     }
     if (finite) {
       if (opt_state_.empty()) {  // state appears at the first step, as in torch.optim
         for (std::size_t u = 0; u < store_.num_units(); ++u)
-          opt_state_.push_back(Optimizer::init(store_.flat_param(u), Precision::optim_state_dtype));
+          opt_state_.push_back(Optimizer::init(engine_.update_slice(u), Precision::optim_state_dtype));
       }
       const StepHyper hyper{lr(), weight_decay()};
-      for (std::size_t u = 0; u < store_.num_units(); ++u)
-        Optimizer::step(opt_state_[u], store_.flat_param(u), store_.flat_grad(u), hyper);
+      for (std::size_t u = 0; u < store_.num_units(); ++u) {
+        at::Tensor slice = engine_.update_slice(u);
+        Optimizer::step(opt_state_[u], slice, engine_.grad_slice(u), hyper);
+      }
+      engine_.sync_params();
     }
-    store_.release_grads();
+    engine_.release_grads();
     return finite;
   }
 
@@ -188,23 +238,29 @@ class Trainer {
       reporter_.step(summary.steps.back(), total_steps_);
     }
     const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!cfg_.save_dir.empty() && runtime_.rank == 0) save_hf_dir<Model>(cfg_.save_dir, model_, store_);
-    const auto stats = memory::allocator_stats(runtime_.device);
+    if (!cfg_.save_dir.empty()) {
+      const std::vector<at::Tensor> full = engine_.full_params();  // collective under FullShard
+      if (runtime_.rank == 0) save_hf_dir<Model>(cfg_.save_dir, model_, store_, full);
+    }
+    const std::int64_t own_peak = memory::allocator_stats(runtime_.device).peak;
+    std::int64_t peak = own_peak;
+    for (std::int64_t p : job::gather_to_root(std::span<const std::int64_t>(&own_peak, 1))) peak = std::max(peak, p);
     nlohmann::json extra = {{"steps", total_steps_},
+                            {"world_size", runtime_.world_size},
                             {"tokens_per_s", static_cast<double>(tokens_per_step() * total_steps_) / train_s}};
     if constexpr (Precision::loss_scaling) {
       extra["skipped_steps"] = scaler_.skipped_steps();
       extra["scale_growths"] = scaler_.growths();
       extra["loss_scale"] = scaler_.scale();
     }
-    reporter_.done(train_s, stats.peak, extra);
-    char line[160];
-    std::snprintf(line, sizeof line, "done: %lld steps in %.2f s | %.1f tok/s | peak %s GiB",
+    reporter_.done(train_s, peak, extra);
+    char line[200];
+    std::snprintf(line, sizeof line, "done: %lld steps in %.2f s | %.1f tok/s | peak %s GiB%s",
                   static_cast<long long>(total_steps_), train_s, extra["tokens_per_s"].template get<double>(),
-                  memory::gib(stats.peak).c_str());
+                  memory::gib(peak).c_str(), runtime_.world_size > 1 ? " (highest rank)" : "");
     reporter_.print(line);
     summary.train_s = train_s;
-    summary.peak_bytes = stats.peak;
+    summary.peak_bytes = peak;
     return summary;
   }
 
@@ -217,12 +273,18 @@ class Trainer {
     s += "experiment\n";
     row("model", std::string(Model::name) + " " + (cfg_.model_dir.empty() ? cfg_.model : cfg_.model_dir) + " (" +
                      std::to_string(store_.numel()) + " parameters)");
-    row("sharding", std::string(Exp::sharding::name));
+    std::string sharding = std::string(Sharding::name) + " (ZeRO stage " + std::to_string(stage) + ")";
+    if constexpr (stage <= 1)
+      sharding += ", " + std::to_string(engine_.num_buckets()) + " gradient bucket(s)";
+    if constexpr (stage >= 1) sharding += ", shard group of " + std::to_string(group_size_) + " rank(s)";
+    row("sharding", sharding);
     row("precision", std::string(Precision::name));
     row("checkpointing", std::string(Checkpointing::name));
-    row("optimizer", std::string(Optimizer::name) + " (weight_decay " + std::to_string(weight_decay()) + ")");
-    row("device", runtime_.device.str() + ", " + std::to_string(runtime_.threads) + " CPU threads, world size " +
-                      std::to_string(runtime_.world_size));
+    row("optimizer", std::string(Optimizer::name) + " (lr " + std::to_string(lr()) + " after lr_scaling=" +
+                         cfg_.lr_scaling + ", weight_decay " + std::to_string(weight_decay()) + ")");
+    row("device", runtime_.device.str() + ", " + std::to_string(runtime_.threads) + " CPU threads per rank, " +
+                      std::to_string(runtime_.world_size) + " rank(s) on " + std::to_string(place_.num_nodes) +
+                      " node(s)");
     row("data", std::string(tokens_.description()));
     row("steps", std::to_string(total_steps_) + " (" + std::to_string(order_.steps_per_epoch()) + " per epoch, " +
                      std::to_string(tokens_per_step()) + " tokens per step)");
@@ -230,12 +292,33 @@ class Trainer {
   }
 
  private:
-  std::vector<at::Tensor> compute_copies(at::TensorList params) const {
-    std::vector<at::Tensor> out;
-    out.reserve(params.size());
-    for (const auto& p : params)
-      out.push_back(p.scalar_type() == Precision::compute_dtype ? p : p.to(Precision::compute_dtype));
+  ShardPlan plan() const {
+    ShardPlan p;
+    p.stage = stage;
+    p.bucket_bytes = static_cast<std::int64_t>(cfg_.bucket_cap_mb * 1024.0 * 1024.0);
+    p.compute_dtype = Precision::compute_dtype;
+    p.reduce_dtype = detail::reduce_dtype_of(cfg_.reduce_dtype);
+    return p;
+  }
+
+  // Call 0 the embedding, 1..L the blocks, L+1 the head (with the embedding unit when tied).
+  std::vector<UnitCall> calls() const {
+    const std::size_t blocks = Model::num_blocks(model_);
+    std::vector<UnitCall> out;
+    out.push_back(UnitCall{{0}, false});
+    for (std::size_t b = 0; b < blocks; ++b) out.push_back(UnitCall{{b + 1}, Checkpointing::checkpointed(b)});
+    UnitCall head{{blocks + 1}, false};
+    if (Model::head_uses_embedding(model_)) head.units.push_back(0);
+    out.push_back(head);
     return out;
+  }
+
+  at::Tensor run_call(std::size_t c, const at::Tensor& x, const at::Tensor& aux,
+                      const std::vector<std::vector<at::Tensor>>& p) const {
+    const std::size_t blocks = Model::num_blocks(model_);
+    if (c == 0) return Model::embed(model_, p[0], x);
+    if (c <= blocks) return Model::block(model_, context_, p[0], x);
+    return Model::loss(model_, p[0], p.size() > 1 ? at::TensorList(p[1]) : at::TensorList(), x, aux);
   }
 
   std::pair<at::Tensor, at::Tensor> batch(std::int64_t step, std::int64_t micro) const {
@@ -250,17 +333,31 @@ class Trainer {
 
   bool snapshot_due(std::int64_t step) const { return step <= 1 || step % cfg_.memory_every == 0; }
 
+  // Collective over the job when it has several ranks: rank 0 receives every rank's figures.
   void snapshot(std::int64_t step, std::int64_t micro, memory::Phase phase) {
     if (!snapshot_due(step)) return;
-    const memory::OwnedBytes owned{store_.param_bytes(), store_.grad_bytes(), optimizer_bytes(), 0};
-    const auto snap = memory::make_snapshot(step, micro, phase, runtime_.rank, owned,
-                                            memory::allocator_stats(runtime_.device));
+    const memory::OwnedBytes owned{store_.param_bytes(), engine_.grad_bytes(), optimizer_bytes(), 0};
+    const auto own = memory::make_snapshot(step, micro, phase, runtime_.rank, owned,
+                                           memory::allocator_stats(runtime_.device));
+    snapshots_.push_back(own);
     const bool print_line = micro == 0 || phase == memory::Phase::after_optimizer_step;
-    reporter_.memory(snap, print_line);
-    snapshots_.push_back(snap);
+    if (runtime_.world_size == 1) {
+      reporter_.memory(own, print_line);
+      return;
+    }
+    const auto record = memory::to_record(own);
+    const std::vector<std::int64_t> all = job::gather_to_root(record);
+    if (runtime_.rank != 0) return;
+    std::vector<memory::MemorySnapshot> ranks;
+    for (std::size_t k = 0; k * record.size() < all.size(); ++k)
+      ranks.push_back(memory::from_record(std::span<const std::int64_t>(all).subspan(k * record.size(), record.size())));
+    reporter_.memory_of_ranks(ranks, print_line);
+    job_snapshots_.insert(job_snapshots_.end(), ranks.begin(), ranks.end());
   }
 
   RunConfig cfg_;
+  JobPlace place_;
+  std::int64_t group_size_;
   Runtime runtime_;
   ModelConfig model_;
   data::TokenSource tokens_;
@@ -268,11 +365,11 @@ class Trainer {
   std::int64_t total_steps_;
   ParamStore store_;
   typename Model::Context context_;
+  UnitEngine engine_;
   Reporter reporter_;
-  std::vector<BlockFn> block_fns_;
   std::vector<typename Optimizer::State> opt_state_;
   LossScaler scaler_;
-  std::vector<memory::MemorySnapshot> snapshots_;
+  std::vector<memory::MemorySnapshot> snapshots_, job_snapshots_;
 };
 
 }  // namespace tessera

@@ -4,7 +4,10 @@
 // the allocator (memory/allocator_stats.hpp); acts is the residual the seeds define:
 //   acts = allocated - params - grads - optim
 // so it holds activations plus whatever else is live (cast copies, communication buffers).
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -39,6 +42,15 @@ MemorySnapshot make_snapshot(std::int64_t step, std::int64_t micro, Phase phase,
 
 // "[after_bwd] Params 1.23 GiB | Grads 1.23 GiB | Optim 0.00 GiB | Acts 2.10 GiB | Allocated 4.56 GiB (peak 5.01) | Reserved 6.00 GiB"
 std::string format_snapshot(const MemorySnapshot& snapshot);
+
+// Snapshots of several ranks in one line: each figure the highest over the ranks, with the rank it is from.
+// "[after_bwd] Params 0.30 GiB (r0) | Grads ... | Reserved 6.00 GiB (r3) | max over 4 ranks"
+std::string format_snapshot_max(std::span<const MemorySnapshot> ranks);
+
+// A snapshot as integers (to gather over ranks) and back.
+inline constexpr std::size_t snapshot_record_size = 11;
+std::array<std::int64_t, snapshot_record_size> to_record(const MemorySnapshot& snapshot);
+MemorySnapshot from_record(std::span<const std::int64_t> record);
 
 // bytes -> "1.23" (GiB, two decimals)
 std::string gib(std::int64_t bytes);

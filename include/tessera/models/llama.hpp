@@ -40,6 +40,8 @@ struct Llama {
 
   static std::vector<ParamSpec> parameters(const Config& config);
   static std::size_t num_blocks(const Config& config) { return static_cast<std::size_t>(config.num_hidden_layers); }
+  // The head reads the embedding unit too (tied lm_head): sharding gathers both for it.
+  static bool head_uses_embedding(const Config& config) { return config.tie_word_embeddings; }
   static Context make_context(const Config& config, std::int64_t seq_len, c10::ScalarType compute_dtype, c10::Device device);
 
   // embed: w = {embed_tokens}. tokens (B, T) -> (B, T, H)

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string_view>
 
 #include "tessera/memory/snapshot.hpp"
@@ -30,6 +31,9 @@ class Reporter {
   void step(const StepResult& result, std::int64_t total_steps);
   // print_line: also print the snapshot's table line (the JSONL file gets every snapshot).
   void memory(const memory::MemorySnapshot& snapshot, bool print_line);
+  // Every rank's snapshot of one point (rank 0 of a job): one record per rank in the file, and one line
+  // of per-figure maxima over the ranks.
+  void memory_of_ranks(std::span<const memory::MemorySnapshot> ranks, bool print_line);
   // Writes the done record (train_s and peak plus `extra`) and commits the metrics file.
   void done(double train_s, std::int64_t peak_bytes, nlohmann::json extra);
 

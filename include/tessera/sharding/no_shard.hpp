@@ -1,5 +1,6 @@
 #pragma once
-// defines: tessera::NoShard: one process holds everything (the single-process reference).
+// defines: tessera::NoShard: one process holds everything (the single-process reference). A job of more than
+// one rank is refused at start: use Ddp to replicate.
 #include <string_view>
 
 #include "tessera/core/axis.hpp"
@@ -12,6 +13,8 @@ struct NoShard {
   static constexpr bool shards_parameters = false;
   static constexpr bool shards_gradients = false;
   static constexpr bool shards_optimizer = false;
+  static constexpr bool data_parallel = false;
+  static constexpr bool hybrid = false;
 };
 
 }  // namespace tessera

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""PyTorch DDP training-step time for the Llama that tessera trains: the PyTorch side of bench/ddp_vs_pytorch.
+
+bench/ddp_vs_pytorch times tessera's data-parallel (DDP) and fully sharded (FSDP) training steps; this script
+times the same step in PyTorch's torch.nn.parallel.DistributedDataParallel, on the same machine, so that the
+C++ side can report the ratio.
+
+What it measures. It spawns --world processes (torch.multiprocessing, start method "spawn") that rendezvous over
+tcp://127.0.0.1:<free port> with the gloo backend (CPU). Every rank sets torch.set_num_threads(--threads), builds
+the model in fp32 from tests/reference/llama_reference.py (its Llama forward and random_weights, same --seed on
+every rank), wraps it in DistributedDataParallel(bucket_cap_mb=--bucket-mb) and trains it with torch.optim.AdamW
+(lr 1e-3, torch defaults otherwise) on synthetic token batches of shape (--rows, --seq-len) per rank
+(deterministic, rank-dependent, drawn before timing starts). One step is
+
+    forward (mean next-token cross-entropy) -> loss.backward() (DDP all-reduces gradient buckets, overlapped)
+    -> opt.step() -> opt.zero_grad(set_to_none=True)
+
+Each step begins with dist.barrier(); rank 0's time.perf_counter() interval then covers the whole step. --warmup
+steps are run but not reported. The loss printed is the mean over ranks of each rank's local loss, all-reduced
+after the step's timer has stopped.
+
+Output (stdout, rank 0 only): one JSON line per measured step, {"step": i, "step_ms": t, "loss": l} with i
+counting measured steps from 0, then `pytorch_ddp_median_ms: X`, the median of the measured step times (for an
+even count the upper middle value, as bench/step_vs_pytorch takes it). On any failure (bad arguments, bad
+config, a rank that raises or dies) a message goes to stderr and the exit status is non-zero.
+
+Only Debian's python3-torch (1.13) and the standard library are needed:
+    /usr/bin/python3 bench/ddp_reference.py --config '{"vocab_size": 4096, ...}' --world 2 --rows 4 \\
+        --seq-len 128 --threads 1 --steps 5 [--warmup 1] [--bucket-mb 25] [--seed 0]
+--config takes the config.json fields as bench/step_vs_pytorch passes them (vocab_size, hidden_size,
+intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, rms_norm_eps, rope_theta;
+optionally head_dim, tie_word_embeddings, initializer_range).
+"""
+import argparse
+import datetime
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+
+from llama_reference import Llama, random_weights  # noqa: E402
+
+PROG = "ddp_reference"
+REQUIRED_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def check_config(cfg):
+    """Reject configs the reference model cannot run, with a message naming the offending fields."""
+    if not isinstance(cfg, dict):
+        raise ConfigError("--config must be a JSON object")
+    missing = [k for k in REQUIRED_KEYS if k not in cfg]
+    if missing:
+        raise ConfigError(f"config lacks {', '.join(missing)}")
+    for k in REQUIRED_KEYS + ("num_key_value_heads", "head_dim"):
+        v = cfg.get(k)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
+            raise ConfigError(f"config {k} must be a positive integer, got {v!r}")
+    h, heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    kv = cfg.get("num_key_value_heads") or heads
+    if not cfg.get("head_dim") and h % heads:
+        raise ConfigError(f"hidden_size {h} is not divisible by num_attention_heads {heads} (and no head_dim given)")
+    head_dim = cfg.get("head_dim") or h // heads
+    if head_dim % 2:
+        raise ConfigError(f"head_dim {head_dim} must be even for rotary embeddings")
+    if heads % kv:
+        raise ConfigError(f"num_attention_heads {heads} is not divisible by num_key_value_heads {kv}")
+
+
+class LlamaModule(torch.nn.Module):
+    """The reference Llama as an nn.Module, so that DDP can see its parameters.
+
+    The parameters are registered in the reference's weight order (embeddings, layers 0..L-1, final norm,
+    lm_head), the order of a Hugging Face LlamaForCausalLM, and are the very tensors the reference's loss()
+    reads, so DDP's gradient buckets fill in backward order as they would for the HF model.
+    """
+
+    def __init__(self, cfg, weights):
+        super().__init__()
+        self.llama = Llama(cfg, weights, torch.float32)
+        for name, t in list(self.llama.params.items()):
+            p = torch.nn.Parameter(t.detach())
+            self.register_parameter(name.replace(".", "__"), p)
+            self.llama.params[name] = p
+
+    def forward(self, tokens, targets):
+        return self.llama.loss(tokens, targets)
+
+
+def synthetic_batches(cfg, a, rank):
+    """(tokens, targets) per step: deterministic in (seed, rank, step), uniform below vocab_size."""
+    out = []
+    for s in range(a.warmup + a.steps):
+        g = torch.Generator().manual_seed(a.seed * 1_000_003 + rank * 10_007 + s + 1)
+        span = torch.randint(0, cfg["vocab_size"], (a.rows, a.seq_len + 1), generator=g, dtype=torch.int64)
+        out.append((span[:, :-1].contiguous(), span[:, 1:].contiguous()))
+    return out
+
+
+def median(values):
+    v = sorted(values)
+    return v[len(v) // 2]
+
+
+def worker(rank, a, cfg, init_method):
+    torch.set_num_threads(a.threads)
+    check_config(cfg)
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=a.world,
+                            timeout=datetime.timedelta(seconds=a.timeout))
+    try:
+        torch.manual_seed(a.seed)
+        model = LlamaModule(cfg, random_weights(cfg, a.seed))
+        ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_mb)
+        opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
+        batches = synthetic_batches(cfg, a, rank)
+        records = []
+        for s, (x, y) in enumerate(batches):
+            dist.barrier()
+            t0 = time.perf_counter()
+            loss = ddp(x, y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            ms = (time.perf_counter() - t0) * 1e3
+            mean_loss = loss.detach().clone()
+            dist.all_reduce(mean_loss)
+            if s >= a.warmup:
+                records.append((ms, mean_loss.item() / a.world))
+        if rank == 0:
+            for i, (ms, l) in enumerate(records):
+                print(json.dumps({"step": i, "step_ms": ms, "loss": l}))
+            print(f"pytorch_ddp_median_ms: {median([ms for ms, _ in records]):.3f}", flush=True)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fail(msg, code=1):
+    print(f"{PROG}: error: {msg}", file=sys.stderr, flush=True)
+    return code
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", required=True, help="JSON text of config.json fields")
+    for k, t, d, h in [("--world", int, 2, "number of ranks (processes)"),
+                       ("--rows", int, 4, "sequences per rank per step"),
+                       ("--seq-len", int, 128, "tokens per sequence"),
+                       ("--threads", int, 1, "torch intra-op threads per rank"),
+                       ("--steps", int, 5, "measured steps"),
+                       ("--warmup", int, 1, "unreported steps before the measured ones"),
+                       ("--bucket-mb", float, 25.0, "DDP bucket_cap_mb"),
+                       ("--seed", int, 0, "weight and data seed"),
+                       ("--timeout", int, 300, "gloo rendezvous/collective timeout, seconds")]:
+        ap.add_argument(k, type=t, default=d, help=f"{h} (default {d})")
+    a = ap.parse_args(argv)
+
+    for name in ("world", "rows", "seq_len", "threads", "steps", "timeout"):
+        if getattr(a, name) < 1:
+            return fail(f"--{name.replace('_', '-')} must be >= 1, got {getattr(a, name)}", 2)
+    if a.warmup < 0 or a.bucket_mb <= 0:
+        return fail("--warmup must be >= 0 and --bucket-mb > 0", 2)
+    try:
+        cfg = json.loads(a.config)
+    except json.JSONDecodeError as e:
+        return fail(f"--config is not valid JSON: {e}", 2)
+    if not dist.is_available():
+        return fail("this torch build has no torch.distributed")
+    if not dist.is_gloo_available():
+        return fail("this torch build has no gloo backend")
+
+    # Everything is on this host: keep gloo on the loopback device rather than whatever the hostname resolves to.
+    if "GLOO_SOCKET_IFNAME" not in os.environ and any(n == "lo" for _, n in socket.if_nameindex()):
+        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    init_method = f"tcp://127.0.0.1:{free_port()}"
+    try:
+        mp.spawn(worker, args=(a, cfg, init_method), nprocs=a.world, join=True)
+    except mp.ProcessRaisedException as e:
+        # The message carries the failing rank's traceback; its last line is the exception itself.
+        last = str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
+        print(str(e), file=sys.stderr)
+        return fail(f"rank {e.error_index} failed: {last}")
+    except mp.ProcessExitedException as e:
+        return fail(f"rank {e.error_index} exited with code {e.exit_code} (signal {e.signal_name})"
+                    if e.signal_name else f"rank {e.error_index} exited with code {e.exit_code}")
+    except Exception as e:  # noqa: BLE001 - anything else from spawn/join
+        traceback.print_exc()
+        return fail(f"spawning {a.world} ranks failed: {e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

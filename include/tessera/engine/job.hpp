@@ -1,0 +1,67 @@
+#pragma once
+// defines: JobPlace, Job and JobScope: the engine's view of the job it runs in, without MPI headers.
+// When tessera is built with MPI and a tessera::dist::World is alive, the job is MPI_COMM_WORLD (started by
+// mpirun, mpiexec or srun); otherwise it is this process alone, a job of one rank, and every collective is
+// the identity (dist::SelfCommunicator). Programs start MPI with a JobScope (tessera::main does).
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "tessera/engine/unit_engine.hpp"
+
+namespace tessera {
+
+struct JobPlace {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;   // among the ranks on this node: picks the node's GPU
+  int local_size = 1;
+  int num_nodes = 1;
+};
+
+namespace job {
+
+JobPlace place();
+// Communicators for the engine. shard_group_size: G ranks per shard group (1 = no sharding; the world size
+// for world-wide sharding). Groups are consecutive ranks {0..G-1}, {G..2G-1}, ...; replicas are the ranks
+// with the same position in each group. Collective over the job. Tensors on `device` pick the transport:
+// NCCL for CUDA tensors when tessera was built with it and each rank has its own GPU, MPI otherwise.
+UnitComms communicators(int shard_group_size, c10::Device device);
+// Each rank's record to rank 0 (size()*n values there, empty elsewhere). Collective.
+std::vector<std::int64_t> gather_to_root(std::span<const std::int64_t> record);
+// The mean over ranks of one number (every rank gets it). Collective.
+double mean_over_ranks(double value);
+// Prints "[rank r/size] message" on stderr and ends every rank of the job with `code` (MPI_Abort).
+[[noreturn]] void abort(int code, std::string_view message);
+
+}  // namespace job
+
+// While one exists, this process runs as a job of one whatever the launcher started (place() is rank 0 of 1,
+// collectives are the identity): for single-process reference runs inside a job (tests compare every rank's
+// sharded result with one computed locally). Not thread-safe; nest freely.
+class SoloScope {
+ public:
+  SoloScope();
+  ~SoloScope();
+  SoloScope(const SoloScope&) = delete;
+  SoloScope& operator=(const SoloScope&) = delete;
+};
+
+// Starts MPI for the program's lifetime when tessera has it and no World exists yet (a plain process is then
+// a job of one); does nothing otherwise.
+class JobScope {
+ public:
+  JobScope();
+  ~JobScope();
+  JobScope(const JobScope&) = delete;
+  JobScope& operator=(const JobScope&) = delete;
+
+ private:
+  std::shared_ptr<void> world_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,153 @@
+#pragma once
+// defines: ShardPlan, UnitComms, UnitCall and UnitEngine, the part of the engine that every sharding policy
+// shares: where each unit's parameters, gradients and the optimizer's slice of them live, when they are
+// gathered, freed and reduced. One compiled class for all policies; the policy only picks a ShardPlan.
+//
+// The forward pass is a list of calls (embedding, each block, the head), each on the parameters of one or
+// more units (the head also uses the embedding when the two are tied). Every call goes through one autograd
+// node, so the engine sees the start and end of each call's forward and backward:
+//   forward   acquire the call's units (stage 3: all-gather in the compute dtype, prefetching the next call's
+//             units; otherwise the stored buffer or its cast to the compute dtype), run the call with a graph
+//             (or without one, saving only its input, when it is checkpointed), release the units (stage 3:
+//             free the gathered storage; the graph keeps views of it and the backward refills them).
+//   backward  acquire again (prefetching the previous call's units), recompute if checkpointed, back-propagate
+//             through the call, add the parameter gradients into the units' full gradient buffers. When a
+//             unit's last call has run its backward its gradients are complete, and then:
+//               stage 0/1 (NoShard, Ddp, Zero1): on the last micro-step, the unit's bucket is all-reduced
+//                          (averaged) as soon as all its units are complete; gradients are views of buckets;
+//               stage 2/3 (ShardGradOp, FullShard, HybridShard): on every micro-step the full gradients are
+//                          reduce-scattered (averaged) over the shard group, added to the rank's gradient shard
+//                          and freed; HybridShard then averages the shards across groups on the last micro-step.
+// The optimizer then updates update_slice(u) with grad_slice(u): the whole unit (stage 0) or this rank's
+// shard (stages 1-3); sync_params() all-gathers the updated shards for stages 1 and 2.
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <vector>
+
+#include "tessera/dist/any_communicator.hpp"
+#include "tessera/engine/param_store.hpp"
+
+namespace tessera {
+
+struct ShardPlan {
+  int stage = 0;                                 // sharding_stage<Policy>: 0 .. 3
+  std::int64_t bucket_bytes = 25ll << 20;        // stages 0/1: gradient bucket size
+  c10::ScalarType compute_dtype = c10::ScalarType::Float;
+  c10::ScalarType reduce_dtype = c10::ScalarType::Float;  // dtype gradients are communicated in
+  bool prefetch = true;                          // stage 3: start the next call's all-gather early
+};
+
+// world: all ranks (bucket all-reduce, stages 0/1); shard: the G ranks a unit is cut across (stages 1-3);
+// replica: the ranks holding the same shard in the other groups (HybridShard; a group of one otherwise).
+struct UnitComms {
+  dist::AnyCommunicator world, shard, replica;
+};
+
+struct UnitCall {
+  std::vector<std::size_t> units;  // units whose parameters the call uses, its own unit first
+  bool checkpointed = false;       // recompute in backward instead of keeping the graph
+};
+
+class UnitEngine {
+ public:
+  // params[k]: the call's k-th unit's parameters (compute dtype, spec shapes). aux: the targets of the head.
+  using CallFn = std::function<at::Tensor(std::size_t call, const at::Tensor& x, const at::Tensor& aux,
+                                          const std::vector<std::vector<at::Tensor>>& params)>;
+
+  UnitEngine(ParamStore& store, ShardPlan plan, UnitComms comms, std::vector<UnitCall> calls, CallFn fn);
+  UnitEngine(const UnitEngine&) = delete;
+  UnitEngine& operator=(const UnitEngine&) = delete;
+
+  // Runs call `c` through its autograd node. Calls of one forward come in order 0, 1, ...
+  at::Tensor call(std::size_t c, const at::Tensor& x, const at::Tensor& aux = {});
+
+  // Before each micro-step's forward: marks whether this is the last micro-step of the optimizer step
+  // (stages 0/1 and HybridShard reduce only then). Gradients are allocated at the first backward.
+  void begin_micro(bool last_micro);
+  // After the last micro-step's backward: waits for every reduction; gradients are then final.
+  void finish_gradients();
+  bool has_grads() const { return has_grads_; }
+  void release_grads();
+
+  // What the optimizer updates and with which gradients (see the header comment).
+  at::Tensor update_slice(std::size_t unit) const;
+  const at::Tensor& grad_slice(std::size_t unit) const { return grad_slices_[unit]; }
+  // Stages 1/2: all-gather every unit's updated shard into the full buffers.
+  void sync_params();
+  // Every unit's full parameters, for saving: the stored buffers, or (stage 3, collective) gathered copies.
+  std::vector<at::Tensor> full_params();
+
+  std::int64_t grad_bytes() const;      // gradient buffers alive now (buckets or shards, plus full unit grads)
+  std::int64_t gathered_bytes() const;  // stage 3: gathered unit buffers alive now
+  std::size_t num_buckets() const { return buckets_.size(); }
+  const UnitComms& comms() const { return comms_; }
+  const ShardPlan& plan() const { return plan_; }
+
+  // For the autograd node (unit_engine.cpp): the two halves of a call.
+  at::Tensor forward_call(std::size_t c, const at::Tensor& x, const at::Tensor& aux);
+  at::Tensor backward_call(std::size_t c, const at::Tensor& grad_out);
+
+ private:
+  struct Gathered {              // stage 3: a unit's full compute-dtype buffer
+    at::Tensor full;             // (N,); storage freed while not in use
+    at::Tensor send;             // the shard cast to the compute dtype, while a gather is in flight
+    dist::AnyWork work;
+    bool in_flight = false;
+    bool materialized = false;
+    int refs = 0;
+  };
+  struct CallState {
+    at::Tensor x, aux, out;
+    std::vector<std::vector<at::Tensor>> leaves;
+    bool active = false;
+  };
+  struct Bucket {
+    at::Tensor flat;             // gradients of its units, param dtype
+    at::Tensor wire;             // reduce-dtype copy while in flight (when dtypes differ)
+    std::vector<std::size_t> units;
+    std::size_t complete = 0;
+    dist::AnyWork work;
+  };
+  struct Scatter {               // stage 2/3: a reduce-scatter in flight
+    std::size_t unit;
+    at::Tensor full, out;
+    dist::AnyWork work;
+  };
+
+  void allocate_grads();
+  at::Tensor acquire(std::size_t unit);
+  void release(std::size_t unit);
+  void start_gather(std::size_t unit);
+  void prefetch_call(std::size_t c);
+  void unit_complete(std::size_t unit);
+  void drain_scatters(std::size_t keep);
+
+  ParamStore& store_;
+  ShardPlan plan_;
+  UnitComms comms_;
+  std::vector<UnitCall> calls_;
+  CallFn fn_;
+  at::Tensor anchor_;  // a leaf every node takes as input, so that each call's output requires grad
+
+  std::vector<Gathered> gathered_;
+  std::vector<CallState> states_;
+  std::vector<int> uses_;       // calls using each unit
+  std::vector<int> uses_left_;  // of those, still to run their backward this micro-step
+  bool last_micro_ = true;
+  bool has_grads_ = false;
+
+  // Gradients. Stages 0/1: buckets; full_grads_[u] is a view of u's bucket, grad_slices_[u] of that.
+  // Stages 2/3: full_grads_[u] exists during u's backward only; grad_slices_[u] is the persistent shard.
+  std::vector<Bucket> buckets_;
+  std::vector<std::size_t> bucket_of_;
+  std::vector<at::Tensor> full_grads_;
+  std::vector<at::Tensor> grad_slices_;
+  std::deque<Scatter> scatters_;
+};
+
+}  // namespace tessera

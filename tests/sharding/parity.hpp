@@ -1,0 +1,91 @@
+#pragma once
+// Shared by the sharding tests (tessera_sharding_tests, run under mpiexec with 1, 2 and 4 ranks): train an
+// experiment on this job, and the same experiment as the single-process reference with NoShard on
+// world_size * batch_size rows, computed by every rank for itself inside a SoloScope. The foundation's batch
+// order gives rank k rows k*B .. k*B+B-1 of the rows the reference takes at once, so the two see the same data.
+//
+// Tolerances: fp32 gradients of W ranks of B rows and of one rank of W*B rows differ by GEMM rounding
+// (~1e-7 relative). AdamW's first update is lr*sign(g) per element, so elements whose gradient is at rounding
+// level can move by +-lr in one run and -+lr in the other; the parameter difference scales with lr. The
+// parity runs use lr = 1e-4, where that stays far under 1e-5 relative while every parameter still moves by
+// ~3e-4 (checked: every unit's final parameters differ from the initial ones by > 1e-4 relative).
+#include <ATen/ATen.h>
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "support.hpp"
+#include "tessera/engine/job.hpp"
+#include "tessera/tessera.hpp"
+
+namespace tessera::testing {
+
+struct RunResult {
+  std::vector<double> losses;
+  std::vector<at::Tensor> params;  // per unit, the model's parameters only (no padding), as float64
+  std::vector<memory::MemorySnapshot> snapshots;
+  std::int64_t param_bytes = 0;
+};
+
+inline int world_size() { return job::place().size; }
+inline int world_rank() { return job::place().rank; }
+
+inline RunConfig parity_run(std::int64_t batch_size = 2, std::int64_t accumulate = 1) {
+  RunConfig cfg = small_run(batch_size, accumulate, 32);
+  cfg.lr = 1e-4;
+  cfg.max_steps = 3;
+  return cfg;
+}
+
+template <class Exp>
+RunResult train(const RunConfig& cfg, std::int64_t steps) {
+  Trainer<Exp> t(cfg, quiet());
+  RunResult r;
+  for (std::int64_t s = 0; s < steps; ++s) r.losses.push_back(t.train_step(s).loss);
+  const std::vector<at::Tensor> full = t.full_params();
+  for (std::size_t u = 0; u < full.size(); ++u)
+    r.params.push_back(full[u].narrow(0, 0, t.params().unit_numel(u)).to(at::kDouble));
+  r.snapshots = t.snapshots();
+  r.param_bytes = t.params().param_bytes();
+  return r;
+}
+
+// The same experiment with NoShard, one process, world_size() * batch_size rows.
+template <class Exp>
+RunResult reference(RunConfig cfg, std::int64_t steps) {
+  using Ref = ExperimentSpec<typename Exp::model, NoShard, typename Exp::precision, typename Exp::checkpointing,
+                             typename Exp::optimizer>;
+  cfg.batch_size *= world_size();
+  cfg.lr_scaling = "none";
+  SoloScope solo;
+  return train<Ref>(cfg, steps);
+}
+
+// Every step's loss and every unit's final parameters within `tol` relative of the reference.
+inline void check_parity(const RunResult& got, const RunResult& want, double tol) {
+  REQUIRE(got.losses.size() == want.losses.size());
+  for (std::size_t s = 0; s < got.losses.size(); ++s) {
+    INFO("step " << s << " loss " << got.losses[s] << " vs reference " << want.losses[s]);
+    CHECK(std::abs(got.losses[s] - want.losses[s]) <= tol * std::abs(want.losses[s]));
+  }
+  REQUIRE(got.params.size() == want.params.size());
+  for (std::size_t u = 0; u < got.params.size(); ++u) {
+    INFO("unit " << u);
+    CHECK(rel_norm_diff(got.params[u], want.params[u]) <= tol);
+  }
+}
+
+// The parity check, and a guard that training moved the parameters (the comparison is not of two copies
+// of the initial weights).
+template <class Exp>
+void check_against_reference(const RunConfig& cfg, double tol, std::int64_t steps = 3) {
+  INFO("ranks " << world_size() << ", batch_size " << cfg.batch_size << ", accumulate " << cfg.accumulate_grad_batches);
+  const RunResult got = train<Exp>(cfg, steps);
+  const RunResult want = reference<Exp>(cfg, steps);
+  check_parity(got, want, tol);
+  const RunResult initial = reference<Exp>(cfg, 0);
+  for (std::size_t u = 0; u < want.params.size(); ++u) CHECK(rel_norm_diff(want.params[u], initial.params[u]) > 1e-4);
+}
+
+}  // namespace tessera::testing
