@@ -34,3 +34,26 @@ add_test(NAME dist.abort_on_one_rank
           ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 3 --oversubscribe ${MPIEXEC_PREFLAGS}
           $<TARGET_FILE:tessera_abort_probe> ${MPIEXEC_POSTFLAGS})
 set_tests_properties(dist.abort_on_one_rank PROPERTIES ENVIRONMENT "${_dist_env}" LABELS dist TIMEOUT 60)
+
+# Failures through the engine and bad job shapes: printed once, every rank ends, non-zero, nothing left behind.
+add_executable(tessera_fail_probe dist/fail_probe.cpp)
+target_link_libraries(tessera_fail_probe PRIVATE tessera::tessera)
+tessera_use_pch(tessera_fail_probe)
+set(_fail_once "${CMAKE_CURRENT_SOURCE_DIR}/dist/expect_fail_once.sh")
+set(_mpi2 ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe ${MPIEXEC_PREFLAGS})
+set(_mpi4 ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 --oversubscribe ${MPIEXEC_PREFLAGS})
+set(_tiny model=tiny batch_size=2 seq_len=16 max_steps=3 threads=1 metrics=m.jsonl)
+add_test(NAME dist.fail_on_rank1_in_forward
+  COMMAND bash ${_fail_once} 60 "fail_probe: rank 1 fails" -- ${_mpi2} $<TARGET_FILE:tessera_fail_probe> ${_tiny})
+if(TESSERA_BUILD_EXAMPLES)
+  add_test(NAME dist.noshard_refuses_two_ranks
+    COMMAND bash ${_fail_once} 60 "runs in one process" -- ${_mpi2} $<TARGET_FILE:llama-fp32> ${_tiny})
+  add_test(NAME dist.hybrid_group_must_divide
+    COMMAND bash ${_fail_once} 60 "shard_group_size=3: does not divide the 4 ranks"
+            -- ${_mpi4} $<TARGET_FILE:llama-hsdp-fp32> ${_tiny} shard_group_size=3)
+  add_test(NAME dist.bad_value_reported_once
+    COMMAND bash ${_fail_once} 60 "lr=-1" -- ${_mpi4} $<TARGET_FILE:llama-fsdp-fp32> ${_tiny} lr=-1)
+  set(_fail_tests dist.noshard_refuses_two_ranks dist.hybrid_group_must_divide dist.bad_value_reported_once)
+endif()
+set_tests_properties(dist.fail_on_rank1_in_forward ${_fail_tests} PROPERTIES ENVIRONMENT "${_dist_env}" LABELS dist
+                     TIMEOUT 90)

@@ -69,7 +69,7 @@ struct config_fields<RunConfig> {
        "HybridShard: ranks per shard group, dividing the number of ranks; 0 = the ranks of one node"},
       {"reduce_dtype", "dtype gradients are averaged across ranks in: fp32, bf16 or fp16"},
       {"device", "auto (cuda if available, else cpu), cpu, cuda or cuda:N (N = GPU index)"},
-      {"threads", "CPU threads for intra-op parallelism; 0 = all cores"},
+      {"threads", "CPU threads for intra-op parallelism per rank; 0 = the node's cores shared among its ranks"},
       {"log_every", "print a step line every N steps"},
       {"memory_every", "take memory snapshots at steps 0, 1 and every N steps"},
   }};

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""compare_runs.py A_METRICS A_SAVED B_METRICS B_SAVED TOL [--ranks W]
+
+Passes when two tessera runs agree: every step's loss within TOL relative, and every saved tensor within TOL
+relative (Frobenius norm of the difference over the norm of B's). With --ranks W, A's metrics file must also
+hold memory records from each of ranks 0..W-1. Reads the files with tests/reference's independent readers.
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+import llama_reference as ref  # noqa: E402
+
+
+def records(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def main():
+    args = sys.argv[1:]
+    ranks = None
+    if "--ranks" in args:
+        i = args.index("--ranks")
+        ranks = int(args[i + 1])
+        del args[i:i + 2]
+    a_metrics, a_dir, b_metrics, b_dir, tol = args[0], args[1], args[2], args[3], float(args[4])
+    fail = []
+    a, b = records(a_metrics), records(b_metrics)
+    la = [r["loss"] for r in a if r["event"] == "step"]
+    lb = [r["loss"] for r in b if r["event"] == "step"]
+    if len(la) != len(lb) or not la:
+        fail.append(f"step counts differ: {len(la)} vs {len(lb)}")
+    for s, (x, y) in enumerate(zip(la, lb)):
+        rel = abs(x - y) / abs(y)
+        print(f"step {s}: loss {x:.8f} vs {y:.8f} (rel {rel:.2e})")
+        if rel > tol:
+            fail.append(f"step {s} loss differs by {rel:.2e}")
+    _, ta = ref.read_model_dir(a_dir)
+    _, tb = ref.read_model_dir(b_dir)
+    if sorted(ta) != sorted(tb):
+        fail.append("the saved directories hold different tensor names")
+    worst = 0.0
+    for name in sorted(set(ta) & set(tb)):
+        x, y = ta[name].double(), tb[name].double()
+        rel = float((x - y).norm() / max(float(y.norm()), 1e-300))
+        worst = max(worst, rel)
+        if rel > tol:
+            fail.append(f"{name} differs by {rel:.2e}")
+    print(f"worst tensor difference {worst:.2e} over {len(ta)} tensors")
+    if ranks is not None:
+        seen = sorted({r["rank"] for r in a if r["event"] == "memory"})
+        print(f"memory records from ranks {seen}")
+        if seen != list(range(ranks)):
+            fail.append(f"memory records from ranks {seen}, expected 0..{ranks - 1}")
+    for f in fail:
+        print("FAIL:", f)
+    print("PASS" if not fail else "FAILED")
+    return 1 if fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
