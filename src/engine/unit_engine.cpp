@@ -87,8 +87,10 @@ UnitEngine::UnitEngine(ParamStore& store, ShardPlan plan, UnitComms comms, std::
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return first_call[a] > first_call[b]; });
     bucket_of_.assign(units, 0);
     std::int64_t bytes = 0;
+    // As PyTorch DDP: the first bucket is capped at 1 MiB so that communication starts early in backward.
+    const std::int64_t first_cap = std::min<std::int64_t>(plan_.bucket_bytes, 1 << 20);
     for (std::size_t u : order) {
-      if (buckets_.empty() || bytes >= plan_.bucket_bytes) {
+      if (buckets_.empty() || bytes >= (buckets_.size() == 1 ? first_cap : plan_.bucket_bytes)) {
         buckets_.emplace_back();
         bytes = 0;
       }
@@ -183,6 +185,9 @@ at::Tensor UnitEngine::backward_call(std::size_t c, const at::Tensor& grad_out) 
   CallState& st = states_[c];
   if (!st.active) throw Error("UnitEngine: backward of call " + std::to_string(c) + " without its forward");
   if (!has_grads_) allocate_grads();  // at the first backward, as autograd would: none exist during forward
+  // MPI moves nonblocking collectives forward only inside MPI calls: poll the buckets in flight.
+  for (Bucket& b : buckets_)
+    if (!b.work.empty()) b.work.is_completed();
   std::vector<at::Tensor> fulls;
   for (std::size_t u : spec.units) fulls.push_back(acquire(u));
   if (c > 0) prefetch_call(c - 1);
@@ -265,12 +270,14 @@ void UnitEngine::unit_complete(std::size_t u) {
     if (!last_micro_ || comms_.world.size() == 1) return;
     Bucket& b = buckets_[bucket_of_[u]];
     if (++b.complete < b.units.size()) return;
-    if (b.flat.scalar_type() == plan_.reduce_dtype) {
-      b.work = comms_.world.all_reduce_async(b.flat, dist::ReduceOp::avg);
-    } else {
-      b.wire = b.flat.to(plan_.reduce_dtype);
-      b.work = comms_.world.all_reduce_async(b.wire, dist::ReduceOp::avg);
-    }
+    if (b.flat.scalar_type() != plan_.reduce_dtype) b.wire = b.flat.to(plan_.reduce_dtype);
+    const at::Tensor& wire = b.wire.defined() ? b.wire : b.flat;
+    // The last bucket completes with backward itself: nothing is left to overlap it with, so it runs as a
+    // blocking all-reduce (MPI's blocking algorithms beat its nonblocking ones on large buffers).
+    if (&b == &buckets_.back())
+      comms_.world.all_reduce(wire, dist::ReduceOp::avg);
+    else
+      b.work = comms_.world.all_reduce_async(wire, dist::ReduceOp::avg);
     return;
   }
   at::Tensor full = std::move(full_grads_[u]);

@@ -1,7 +1,7 @@
 #pragma once
 // defines: tessera::Ddp, distributed data parallel (PyTorch DDP). Every rank holds all parameters, gradients
 // and optimizer state; gradients are averaged over the ranks in buckets of bucket_cap_mb (run config, 25 MiB
-// by default), each bucket's all-reduce starting during backward as soon as its last unit's gradients are
+// by default; the first bucket, as in PyTorch DDP, at most 1 MiB), each bucket's all-reduce starting during backward as soon as its last unit's gradients are
 // done. Gradients are views into the buckets (no second copy). With gradient accumulation only the last
 // micro-step reduces (PyTorch's no_sync for the others).
 // Bytes per parameter (fp32 AdamW): 4 params + 4 grads + 8 optimizer state, on every rank.
