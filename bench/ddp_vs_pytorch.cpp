@@ -46,20 +46,6 @@ std::string quote(const std::string& s) {
   return out + "'";
 }
 
-std::string model_json(const tessera::models::LlamaConfig& c) {
-  return nlohmann::json{{"vocab_size", c.vocab_size},
-                        {"hidden_size", c.hidden_size},
-                        {"intermediate_size", c.intermediate_size},
-                        {"num_hidden_layers", c.num_hidden_layers},
-                        {"num_attention_heads", c.num_attention_heads},
-                        {"num_key_value_heads", c.num_key_value_heads},
-                        {"head_dim", c.head_dim},
-                        {"rms_norm_eps", c.rms_norm_eps},
-                        {"rope_theta", c.rope_theta},
-                        {"initializer_range", c.initializer_range},
-                        {"tie_word_embeddings", c.tie_word_embeddings}}
-      .dump();
-}
 
 // Runs `cmd` through the shell, stdout and stderr together; throws naming `who` and the command on failure.
 std::string run(const std::string& who, const std::string& cmd) {
@@ -199,7 +185,7 @@ int main(int argc, char** argv) {
   std::filesystem::path dir;
   try {
     const Args a = parse(argc, argv);
-    const std::string config = model_json(tessera::models::llama_preset(a.model));
+    const std::string config = tessera::models::llama_config_json(tessera::models::llama_preset(a.model));
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     setenv("OMP_NUM_THREADS", "1", 1);

@@ -21,17 +21,6 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-std::string model_json(const tessera::models::LlamaConfig& c) {
-  return nlohmann::json{{"vocab_size", c.vocab_size},
-                        {"hidden_size", c.hidden_size},
-                        {"intermediate_size", c.intermediate_size},
-                        {"num_hidden_layers", c.num_hidden_layers},
-                        {"num_attention_heads", c.num_attention_heads},
-                        {"num_key_value_heads", c.num_key_value_heads},
-                        {"rms_norm_eps", c.rms_norm_eps},
-                        {"rope_theta", c.rope_theta}}
-      .dump();
-}
 
 std::vector<double> pytorch_steps(const std::string& config, std::int64_t rows, std::int64_t seq_len,
                                   std::int64_t threads, std::int64_t steps) {
@@ -75,7 +64,7 @@ int main(int argc, char** argv) {
     std::string config_json;
     for (std::int64_t round = 0; round < rounds; ++round) {
       tessera::Trainer<Exp> trainer(cfg, tessera::ReportOptions{false, 1});
-      config_json = model_json(trainer.model_config());
+      config_json = tessera::models::llama_config_json(trainer.model_config());
       trainer.train_step(0);  // warm-up: first-touch allocations, optimizer state
       for (std::int64_t s = 1; s <= steps; ++s) ours_all.push_back(trainer.train_step(s).step_ms);
       const auto theirs = pytorch_steps(config_json, cfg.batch_size, cfg.seq_len, threads, steps);

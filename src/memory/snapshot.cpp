@@ -29,8 +29,11 @@ std::string gib(std::int64_t bytes) {
 }
 
 std::string format_snapshot(const MemorySnapshot& s) {
-  std::string line = "[" + std::string(phase_label(s.phase)) + "] Params " + gib(s.owned.params) + " GiB | Grads " +
-                     gib(s.owned.grads) + " GiB | Optim " + gib(s.owned.optim) + " GiB";
+  // Appended piece by piece: GCC 12 warns falsely (-Wstringop-overflow) on `"[" + std::string(...)` chains.
+  std::string line("[");
+  line += phase_label(s.phase);
+  line += "] Params " + gib(s.owned.params) + " GiB | Grads " + gib(s.owned.grads) + " GiB | Optim " +
+          gib(s.owned.optim) + " GiB";
   if (s.owned.optim_cpu) line += " (+" + gib(s.owned.optim_cpu) + " GiB on CPU)";
   line += " | Acts " + gib(s.acts) + " GiB | Allocated " + gib(s.allocator.allocated) + " GiB (peak " +
           gib(s.allocator.peak) + ") | Reserved " + gib(s.allocator.reserved) + " GiB";
@@ -45,7 +48,9 @@ std::string format_snapshot_max(std::span<const MemorySnapshot> ranks) {
       if (get(ranks[k]) > get(ranks[best])) best = k;
     return std::string(label) + " " + gib(get(ranks[best])) + " GiB (r" + std::to_string(ranks[best].rank) + ")";
   };
-  std::string line = "[" + std::string(phase_label(ranks[0].phase)) + "] ";
+  std::string line("[");
+  line += phase_label(ranks[0].phase);
+  line += "] ";
   line += field("Params", [](const MemorySnapshot& s) { return s.owned.params; }) + " | ";
   line += field("Grads", [](const MemorySnapshot& s) { return s.owned.grads; }) + " | ";
   line += field("Optim", [](const MemorySnapshot& s) { return s.owned.optim; }) + " | ";

@@ -157,8 +157,8 @@ LlamaConfig read_llama_config(const std::filesystem::path& path) {
   return c;
 }
 
-void write_llama_config(const std::filesystem::path& path, const LlamaConfig& c, std::string_view torch_dtype) {
-  nlohmann::json j = {
+std::string llama_config_json(const LlamaConfig& c, std::string_view torch_dtype, int indent) {
+  const nlohmann::json j = {
       {"architectures", {"LlamaForCausalLM"}},
       {"model_type", "llama"},
       {"vocab_size", c.vocab_size},
@@ -179,8 +179,12 @@ void write_llama_config(const std::filesystem::path& path, const LlamaConfig& c,
       {"mlp_bias", false},
       {"torch_dtype", std::string(torch_dtype)},
   };
+  return j.dump(indent);
+}
+
+void write_llama_config(const std::filesystem::path& path, const LlamaConfig& c, std::string_view torch_dtype) {
   std::ofstream out(path);
-  out << j.dump(2) << "\n";
+  out << llama_config_json(c, torch_dtype, 2) << "\n";
   if (!out) throw Error(path.string() + ": could not write config.json");
 }
 

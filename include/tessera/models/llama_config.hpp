@@ -37,6 +37,8 @@ LlamaConfig llama_preset(std::string_view name);
 // Reads DIR/config.json (model_type "llama"); FormatError names the file and the key.
 LlamaConfig read_llama_config(const std::filesystem::path& config_json);
 // Writes a config.json that Hugging Face transformers loads as LlamaForCausalLM.
+// The Hugging Face config.json text of `config` (indent < 0: one line).
+std::string llama_config_json(const LlamaConfig& config, std::string_view torch_dtype = "float32", int indent = -1);
 void write_llama_config(const std::filesystem::path& config_json, const LlamaConfig& config, std::string_view torch_dtype);
 
 }  // namespace tessera::models
