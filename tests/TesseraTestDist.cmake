@@ -3,7 +3,7 @@
 #                           World) as a job of 1, 2 and 4 ranks; --oversubscribe lets 4 ranks share 2 cores.
 #   dist.no_launcher        the same binary started plainly, without mpiexec: a job of one rank.
 #   dist.abort_on_one_rank  a 3-rank job whose rank 1 calls World::abort ends at once, non-zero, and prints
-#                           the message once (tests/dist/expect_abort.sh).
+#                           the message once (tests/dist/expect_fail_once.sh).
 # OMPI_ALLOW_RUN_AS_ROOT*: Open MPI refuses to run as root (CI containers) without them.
 if(NOT TESSERA_WITH_MPI)
   return()
@@ -29,10 +29,11 @@ endforeach()
 add_test(NAME dist.no_launcher COMMAND tessera_dist_tests)
 set_tests_properties(dist.no_launcher PROPERTIES LABELS dist TIMEOUT 120)
 
+set(_abort_message "abort_probe: rank 1 gives up on purpose")
 add_test(NAME dist.abort_on_one_rank
-  COMMAND bash "${CMAKE_CURRENT_SOURCE_DIR}/dist/expect_abort.sh" 30 --
+  COMMAND bash "${CMAKE_CURRENT_SOURCE_DIR}/dist/expect_fail_once.sh" 30 "[rank 1/3] ${_abort_message}" --
           ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 3 --oversubscribe ${MPIEXEC_PREFLAGS}
-          $<TARGET_FILE:tessera_abort_probe> ${MPIEXEC_POSTFLAGS})
+          $<TARGET_FILE:tessera_abort_probe> ${MPIEXEC_POSTFLAGS} ${_abort_message})
 set_tests_properties(dist.abort_on_one_rank PROPERTIES ENVIRONMENT "${_dist_env}" LABELS dist TIMEOUT 60)
 
 # Failures through the engine and bad job shapes: printed once, every rank ends, non-zero, nothing left behind.

@@ -1,5 +1,5 @@
 // abort_probe MESSAGE: rank 1 ends the job with World::abort(3, MESSAGE) while every other rank waits in a
-// barrier that rank 1 never reaches. tests/dist/expect_abort.sh checks that the job ends at once, non-zero,
+// barrier that rank 1 never reaches. tests/dist/expect_fail_once.sh checks that the job ends at once, non-zero,
 // with MESSAGE printed once.
 #include <chrono>
 #include <cstdio>
