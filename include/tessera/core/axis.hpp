@@ -11,6 +11,8 @@ struct sharding {};       // who holds which parameters, gradients and optimizer
 struct precision {};      // storage and compute dtypes, loss scaling
 struct checkpointing {};  // which blocks recompute their activations in backward
 struct optimizer {};      // the update rule and its state
+struct offload {};        // what lives in CPU memory instead of on the device (optimizer state, parameters)
+struct adapter {};        // trainable low-rank adapters on a frozen (optionally quantized) base
 }  // namespace axis
 
 template <class P>

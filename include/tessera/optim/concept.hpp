@@ -10,11 +10,23 @@
 
 #include <concepts>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "tessera/core/axis.hpp"
 
 namespace tessera {
+
+// One model tensor inside the flat buffer (or shard) an optimizer updates: elements [offset, offset+length)
+// of the buffer belong to a tensor of tensor_numel elements. Policies whose state depends on the tensor
+// (Adam8bit keeps fp32 state for tensors under 4096 elements) may take the segments in init:
+//   State init(const at::Tensor& flat_param, c10::ScalarType state_dtype, std::span<const ParamSegment>)
+// The engine passes them when the policy has that overload; padding is in no segment.
+struct ParamSegment {
+  std::int64_t offset = 0;
+  std::int64_t length = 0;
+  std::int64_t tensor_numel = 0;
+};
 
 // Hyper-parameters of one optimizer step.
 struct StepHyper {
@@ -32,6 +44,13 @@ concept OptimizerPolicy =
       { P::init(grad, dtype) } -> std::same_as<typename P::State>;
       P::step(state, param, grad, hyper);
       { P::state_bytes(cstate) } -> std::convertible_to<std::int64_t>;
+    };
+
+// True when the policy's init takes the buffer's segments (see ParamSegment).
+template <class P>
+concept SegmentAwareOptimizer =
+    OptimizerPolicy<P> && requires(const at::Tensor& param, c10::ScalarType dtype, std::span<const ParamSegment> s) {
+      { P::init(param, dtype, s) } -> std::same_as<typename P::State>;
     };
 
 }  // namespace tessera
