@@ -4,15 +4,21 @@
 //   using Exp = tessera::Experiment<tessera::models::Llama, tessera::Bf16Mixed, tessera::CheckpointEveryBlock>;
 //
 // Policies may come in any order and any axis may be left out (defaults: NoShard, Fp32, NoCheckpoint,
-// AdamW). Experiment<> is an alias of the normalised ExperimentSpec<Model, Sharding, Precision,
-// Checkpointing, Optimizer>, so two lists that differ only in order name the same type.
+// AdamW, NoOffload, NoAdapter). Experiment<> is an alias of the normalised ExperimentSpec<Model, Sharding,
+// Precision, Checkpointing, Optimizer, Offload, Adapter>, so two lists that differ only in order name the same
+// type. Combinations the engine does not support fail here, at compile time, with a message saying what to
+// change (see the static_asserts in detail::resolve).
 #include <cstddef>
 #include <type_traits>
 
+#include "tessera/adapter/concept.hpp"
+#include "tessera/adapter/no_adapter.hpp"
 #include "tessera/checkpoint/concept.hpp"
 #include "tessera/checkpoint/no_checkpoint.hpp"
 #include "tessera/core/axis.hpp"
 #include "tessera/models/model_family.hpp"
+#include "tessera/offload/concept.hpp"
+#include "tessera/offload/no_offload.hpp"
 #include "tessera/optim/adamw.hpp"
 #include "tessera/optim/concept.hpp"
 #include "tessera/precision/concept.hpp"
@@ -22,13 +28,16 @@
 
 namespace tessera {
 
-template <class Model, class Sharding, class Precision, class Checkpointing, class Optimizer>
+template <class Model, class Sharding, class Precision, class Checkpointing, class Optimizer, class Offload,
+          class Adapter>
 struct ExperimentSpec {
   using model = Model;
   using sharding = Sharding;
   using precision = Precision;
   using checkpointing = Checkpointing;
   using optimizer = Optimizer;
+  using offload = Offload;
+  using adapter = Adapter;
 };
 
 namespace detail {
@@ -36,7 +45,7 @@ namespace detail {
 template <class P>
 constexpr bool is_known_axis =
     PolicyOf<P, axis::sharding> || PolicyOf<P, axis::precision> || PolicyOf<P, axis::checkpointing> ||
-    PolicyOf<P, axis::optimizer>;
+    PolicyOf<P, axis::optimizer> || PolicyOf<P, axis::offload> || PolicyOf<P, axis::adapter>;
 
 // One instantiation per listed type, so the compiler's note names the offending type.
 template <class P>
@@ -46,11 +55,12 @@ struct check_policy : std::true_type {
                 "(write Experiment<models::Llama, Policies...>).");
   static_assert(models::ModelFamily<P> || Policy<P>,
                 "tessera::Experiment: this argument is not a tessera policy (it has no `using axis = ...;`). "
-                "Pass policies such as NoShard, Fp32, Bf16Mixed, CheckpointEveryBlock, AdamW, Sgd, or give your own "
+                "Pass policies such as NoShard, Fp32, Bf16Mixed, CheckpointEveryBlock, AdamW, Sgd, OffloadOptimizer, "
+                "Lora, or give your own "
                 "policy type a `using axis = tessera::axis::<axis>;` member.");
   static_assert(models::ModelFamily<P> || !Policy<P> || is_known_axis<P>,
                 "tessera::Experiment: this policy's axis is not one of tessera::axis::{sharding, precision, "
-                "checkpointing, optimizer}.");
+                "checkpointing, optimizer, offload, adapter}.");
 };
 
 template <class Axis, class... Ps>
@@ -75,6 +85,30 @@ constexpr bool sharding_nests() {
     return true;
 }
 
+// Cross-axis rules, checked once each axis' policy models its concept.
+template <class S, class O, class A>
+constexpr bool combination_ok() {
+  if constexpr (ShardingPolicy<S> && OffloadPolicy<O> && AdapterPolicy<A>) {
+    static_assert(!O::offloads_parameters || S::shards_parameters,
+                  "tessera::Experiment: OffloadParams keeps parameter SHARDS in CPU memory and gathers them per unit, "
+                  "so it needs a sharding policy that shards parameters: add tessera::FullShard (or HybridShard), or "
+                  "use tessera::OffloadOptimizer to offload only the optimizer.");
+    static_assert(!O::offloads_parameters || O::offloads_optimizer,
+                  "tessera::Experiment: an offload policy with offloads_parameters must also set "
+                  "offloads_optimizer (the CPU shard is the optimizer's master copy).");
+    static_assert(!A::trains_adapters || !S::shards_optimizer,
+                  "tessera::Experiment: Lora/QLora train small adapters on a frozen, replicated base; sharding them "
+                  "(Zero1, ShardGradOp, FullShard, HybridShard) is not supported. Use tessera::NoShard on one rank or "
+                  "tessera::Ddp on several.");
+    static_assert(!A::trains_adapters || !O::offloads_optimizer,
+                  "tessera::Experiment: Lora/QLora keep optimizer state for the adapters only (a few MiB); "
+                  "offloading it is not supported. Remove OffloadOptimizer/OffloadParams.");
+    static_assert(!A::double_quant || A::quantizes_base,
+                  "tessera::Experiment: an adapter policy with double_quant must also set quantizes_base.");
+  }
+  return true;
+}
+
 template <class Model, class... Ps>
 struct resolve {
   static_assert(models::ModelFamily<Model>,
@@ -94,7 +128,16 @@ struct resolve {
   using sharding = typename pick<axis::sharding, NoShard, Ps...>::type;
   using precision = typename pick<axis::precision, Fp32, Ps...>::type;
   using checkpointing = typename pick<axis::checkpointing, NoCheckpoint, Ps...>::type;
+  static_assert(count_of<axis::offload, Ps...> <= 1,
+                "tessera::Experiment: two offload policies given (e.g. OffloadOptimizer and OffloadParams); keep "
+                "exactly one (OffloadParams already offloads the optimizer).");
+  static_assert(count_of<axis::adapter, Ps...> <= 1,
+                "tessera::Experiment: two adapter policies given (e.g. Lora and QLora); keep exactly one (QLora is "
+                "Lora on an NF4-quantized base).");
+
   using optimizer = typename pick<axis::optimizer, AdamW, Ps...>::type;
+  using offload = typename pick<axis::offload, NoOffload, Ps...>::type;
+  using adapter = typename pick<axis::adapter, NoAdapter, Ps...>::type;
 
   static_assert(ShardingPolicy<sharding>,
                 "tessera::Experiment: the sharding policy lacks a member ShardingPolicy needs (name, "
@@ -114,7 +157,15 @@ struct resolve {
                 "tessera::Experiment: the optimizer policy lacks name/State/init/step/state_bytes/default_weight_decay; "
                 "see optim/concept.hpp.");
 
-  using type = ExperimentSpec<Model, sharding, precision, checkpointing, optimizer>;
+  static_assert(OffloadPolicy<offload>,
+                "tessera::Experiment: the offload policy lacks a member OffloadPolicy needs (name, offloads_optimizer, "
+                "offloads_parameters); see offload/concept.hpp.");
+  static_assert(AdapterPolicy<adapter>,
+                "tessera::Experiment: the adapter policy lacks a member AdapterPolicy needs (name, trains_adapters, "
+                "quantizes_base, double_quant); see adapter/concept.hpp.");
+  static_assert(combination_ok<sharding, offload, adapter>());
+
+  using type = ExperimentSpec<Model, sharding, precision, checkpointing, optimizer, offload, adapter>;
 };
 
 }  // namespace detail

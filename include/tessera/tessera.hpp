@@ -1,11 +1,18 @@
 #pragma once
 // defines: everything a research program needs: the experiment type, every built-in policy, the Llama
 // family, the engine and tessera::main.
+#include "tessera/adapter/lora.hpp"
+#include "tessera/adapter/no_adapter.hpp"
+#include "tessera/adapter/qlora.hpp"
 #include "tessera/checkpoint/every_nth.hpp"
 #include "tessera/checkpoint/no_checkpoint.hpp"
 #include "tessera/experiment.hpp"
 #include "tessera/main.hpp"
 #include "tessera/models/llama.hpp"
+#include "tessera/offload/no_offload.hpp"
+#include "tessera/offload/offload_optimizer.hpp"
+#include "tessera/offload/offload_params.hpp"
+#include "tessera/optim/adam8bit.hpp"
 #include "tessera/optim/adamw.hpp"
 #include "tessera/optim/sgd.hpp"
 #include "tessera/precision/bf16_mixed.hpp"

@@ -95,6 +95,14 @@ void validate(const RunConfig& cfg) {
             "must be >= 0 (0 = the ranks of one node; otherwise a divisor of the number of ranks)");
   p.require(cfg.reduce_dtype == "fp32" || cfg.reduce_dtype == "bf16" || cfg.reduce_dtype == "fp16", "reduce_dtype",
             "must be fp32, bf16 or fp16");
+  p.require(cfg.lora_r >= 1, "lora_r", "must be >= 1 (the adapter rank), e.g. lora_r=16");
+  p.require(std::isfinite(cfg.lora_alpha) && cfg.lora_alpha > 0, "lora_alpha", "must be a number > 0, e.g. lora_alpha=32");
+  p.require(cfg.lora_dropout >= 0 && cfg.lora_dropout < 1, "lora_dropout", "must be in [0, 1), e.g. lora_dropout=0.05");
+  p.require(cfg.lora_targets.find_first_not_of(", ") != std::string::npos, "lora_targets",
+            "must name at least one module, e.g. lora_targets=q_proj,v_proj");
+  p.require(cfg.adapter.empty() || is_file(std::filesystem::path(cfg.adapter) / "adapter_config.json"), "adapter",
+            "not a PEFT adapter dir (no adapter_config.json in it); give a dir written by PEFT's save_pretrained or "
+            "by a tessera Lora run's save_dir, or leave it empty for fresh adapters");
   p.require(cfg.batch_size >= 1, "batch_size", "must be >= 1 (rows per rank per micro-step)");
   p.require(cfg.accumulate_grad_batches >= 1, "accumulate_grad_batches",
             "must be >= 1 (1 = an optimizer step after every micro-step)");

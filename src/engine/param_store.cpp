@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string_view>
 
@@ -28,12 +29,13 @@ bool is_known_buffer(std::string_view name) {
 
 }  // namespace
 
-ParamStore::ParamStore(std::vector<ParamSpec> specs, c10::ScalarType dtype, c10::Device device, ShardLayout layout)
+ParamStore::ParamStore(std::vector<ParamSpec> specs, c10::ScalarType dtype, c10::Device device, ShardLayout layout,
+                       bool pin_memory, std::size_t num_units)
     : specs_(std::move(specs)), dtype_(dtype), device_(device), layout_(layout) {
   if (layout_.group_size < 1 || layout_.group_rank < 0 || layout_.group_rank >= layout_.group_size)
     throw Error("ParamStore: shard rank " + std::to_string(layout_.group_rank) + " of a group of " +
                 std::to_string(layout_.group_size));
-  std::size_t units = 0;
+  std::size_t units = num_units;
   for (const auto& s : specs_) units = std::max(units, s.unit + 1);
   unit_numel_.assign(units, 0);
   unit_specs_.resize(units);
@@ -45,7 +47,7 @@ ParamStore::ParamStore(std::vector<ParamSpec> specs, c10::ScalarType dtype, c10:
     unit_specs_[s.unit].push_back(i);
   }
   const std::int64_t g = layout_.group_size;
-  const auto options = at::TensorOptions().dtype(dtype_).device(device_);
+  const auto options = at::TensorOptions().dtype(dtype_).device(device_).pinned_memory(pin_memory && device_.is_cpu());
   for (std::size_t u = 0; u < units; ++u) {
     padded_numel_.push_back((unit_numel_[u] + g - 1) / g * g);
     // Zeros: the padding must stay zero (its gradients are zero, so every optimizer keeps it there).
@@ -57,6 +59,17 @@ at::Tensor ParamStore::shard(std::size_t unit) const {
   if (layout_.store_shards) return flats_[unit];
   const std::int64_t s = shard_numel(unit);
   return flats_[unit].narrow(0, layout_.group_rank * s, s);
+}
+
+std::vector<ParamSegment> ParamStore::shard_segments(std::size_t unit) const {
+  const std::int64_t s = shard_numel(unit);
+  const std::int64_t begin = layout_.group_rank * s, end = begin + s;
+  std::vector<ParamSegment> out;
+  for (std::size_t i : unit_specs_[unit]) {
+    const std::int64_t a = std::max(begin, offsets_[i]), b = std::min(end, offsets_[i] + specs_[i].numel());
+    if (a < b) out.push_back(ParamSegment{a - begin, b - a, specs_[i].numel()});
+  }
+  return out;
 }
 
 std::span<const at::Tensor> ParamStore::full_units() const {
@@ -91,8 +104,16 @@ void ParamStore::initialize(double std, std::uint64_t seed) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   fill_units([&](std::size_t i, const at::Tensor& view) {
     const auto& s = specs_[i];
-    view.copy_(s.init == ParamInit::ones ? at::ones(s.shape, at::kFloat)
-                                         : at::empty(s.shape, at::kFloat).normal_(0.0, std, gen));
+    switch (s.init) {
+      case ParamInit::ones: view.fill_(1.0); break;
+      case ParamInit::zeros: view.zero_(); break;
+      case ParamInit::normal: view.copy_(at::empty(s.shape, at::kFloat).normal_(0.0, std, gen)); break;
+      case ParamInit::kaiming_uniform: {  // kaiming_uniform_(a=sqrt(5)): bound = 1/sqrt(fan_in)
+        const double bound = 1.0 / std::sqrt(static_cast<double>(s.shape.back()));
+        view.copy_(at::empty(s.shape, at::kFloat).uniform_(-bound, bound, gen));
+        break;
+      }
+    }
   });
 }
 

@@ -55,7 +55,7 @@ UnitEngine::UnitEngine(ParamStore& store, ShardPlan plan, UnitComms comms, std::
                 " ranks but the shard group has " + std::to_string(comms_.shard.size()));
   if ((plan_.stage == 3) != store_.layout().store_shards)
     throw Error("UnitEngine: stage 3 needs a store of shards, other stages a store of full units");
-  const auto device = store_.device();
+  const auto device = plan_.device;
   anchor_ = at::empty({0}, at::TensorOptions().dtype(at::kFloat).device(device)).requires_grad_(true);
 
   uses_.assign(units, 0);
@@ -113,7 +113,7 @@ void UnitEngine::start_gather(std::size_t u) {
   Gathered& g = gathered_[u];
   compat::restore_storage(g.full, static_cast<std::size_t>(g.full.numel() * element_bytes(plan_.compute_dtype)));
   const at::Tensor& shard = store_.flat_param(u);
-  g.send = shard.scalar_type() == plan_.compute_dtype ? shard : shard.to(plan_.compute_dtype);
+  g.send = shard.to(plan_.device, plan_.compute_dtype, /*non_blocking=*/true);
   g.work = comms_.shard.all_gather_async(g.send, write_alias(g.full));
   g.in_flight = true;
 }
@@ -207,8 +207,11 @@ at::Tensor UnitEngine::backward_call(std::size_t c, const at::Tensor& grad_out) 
   const bool x_grad = st.x.requires_grad();
   if (x_grad) inputs.push_back(st.x);
   for (const auto& unit : leaves) inputs.insert(inputs.end(), unit.begin(), unit.end());
-  variable_list grads = torch::autograd::grad({out}, inputs, {grad_out}, /*retain_graph=*/false,
-                                              /*create_graph=*/false, /*allow_unused=*/true);
+  // A call with nothing to differentiate (the embedding under Lora: frozen, and token ids in) has no backward.
+  variable_list grads = inputs.empty() || !out.requires_grad()
+                            ? variable_list(inputs.size())
+                            : torch::autograd::grad({out}, inputs, {grad_out}, /*retain_graph=*/false,
+                                                    /*create_graph=*/false, /*allow_unused=*/true);
   at::Tensor grad_x = x_grad ? grads[0] : at::Tensor();
   std::size_t next = x_grad ? 1 : 0;
   {
@@ -217,7 +220,7 @@ at::Tensor UnitEngine::backward_call(std::size_t c, const at::Tensor& grad_out) 
       const std::size_t u = spec.units[k];
       if (!full_grads_[u].defined())  // stages 2/3: this backward's full gradients of the unit
         full_grads_[u] = at::zeros({store_.padded_numel(u)},
-                                   at::TensorOptions().dtype(plan_.reduce_dtype).device(store_.device()));
+                                   at::TensorOptions().dtype(plan_.reduce_dtype).device(plan_.device));
       const std::vector<at::Tensor> views = store_.unit_views(u, full_grads_[u]);
       for (const auto& view : views) {
         const at::Tensor& g = grads[next++];
@@ -244,7 +247,11 @@ void UnitEngine::begin_micro(bool last_micro) {
 }
 
 void UnitEngine::allocate_grads() {
-  const auto options = at::TensorOptions().dtype(store_.dtype()).device(store_.device());
+  // Gradients in the stored dtype, except under parameter offload, where the CPU store is fp32 master: then in
+  // the compute dtype (what a device store would have been).
+  const bool offloaded = store_.device() != plan_.device;
+  const auto options =
+      at::TensorOptions().dtype(offloaded ? plan_.compute_dtype : store_.dtype()).device(plan_.device);
   if (plan_.stage <= 1) {
     for (Bucket& b : buckets_) {
       std::int64_t total = 0;
@@ -267,7 +274,11 @@ void UnitEngine::allocate_grads() {
 
 void UnitEngine::unit_complete(std::size_t u) {
   if (plan_.stage <= 1) {
-    if (!last_micro_ || comms_.world.size() == 1) return;
+    if (!last_micro_) return;
+    if (comms_.world.size() == 1) {
+      grad_ready(u);
+      return;
+    }
     Bucket& b = buckets_[bucket_of_[u]];
     if (++b.complete < b.units.size()) return;
     if (b.flat.scalar_type() != plan_.reduce_dtype) b.wire = b.flat.to(plan_.reduce_dtype);
@@ -284,6 +295,7 @@ void UnitEngine::unit_complete(std::size_t u) {
   full_grads_[u] = at::Tensor();
   if (comms_.shard.size() == 1) {
     grad_slices_[u].add_(full);
+    if (last_micro_ && comms_.replica.size() == 1) grad_ready(u);
     return;
   }
   at::Tensor out = at::empty({store_.shard_numel(u)}, full.options());
@@ -299,7 +311,9 @@ void UnitEngine::drain_scatters(std::size_t keep) {
     Scatter& s = scatters_.front();
     s.work.wait();
     grad_slices_[s.unit].add_(s.out);
+    const std::size_t unit = s.unit;
     scatters_.pop_front();
+    if (last_micro_ && comms_.replica.size() == 1) grad_ready(unit);
   }
 }
 
@@ -314,6 +328,7 @@ void UnitEngine::finish_gradients() {
         b.work = dist::AnyWork();
         if (b.wire.defined()) b.flat.copy_(b.wire);
         b.wire = at::Tensor();
+        for (std::size_t u : b.units) grad_ready(u);
       }
       b.complete = 0;
     }
@@ -323,6 +338,7 @@ void UnitEngine::finish_gradients() {
   if (comms_.replica.size() > 1) {
     std::vector<at::Tensor> shards(grad_slices_.begin(), grad_slices_.end());
     comms_.replica.all_reduce(std::span<const at::Tensor>(shards), dist::ReduceOp::avg);
+    for (std::size_t u = 0; u < store_.num_units(); ++u) grad_ready(u);
   }
 }
 
@@ -354,8 +370,10 @@ std::vector<at::Tensor> UnitEngine::full_params() {
     if (plan_.stage < 3) {
       out.push_back(store_.flat_param(u));
     } else {
-      at::Tensor full = at::empty({store_.padded_numel(u)}, store_.flat_param(u).options());
-      comms_.shard.all_gather(store_.flat_param(u), full);
+      // Gathered on the compute device (OffloadParams' CPU shards travel there first).
+      const at::Tensor shard = store_.flat_param(u).to(plan_.device);
+      at::Tensor full = at::empty({store_.padded_numel(u)}, shard.options());
+      comms_.shard.all_gather(shard, full);
       out.push_back(std::move(full));
     }
   }

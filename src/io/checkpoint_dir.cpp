@@ -170,6 +170,14 @@ CheckpointDir CheckpointDir::open(const fs::path& dir) {
   return checkpoint;
 }
 
+CheckpointDir CheckpointDir::open_file(const fs::path& file) {
+  CheckpointDir checkpoint;
+  checkpoint.dir_ = file.parent_path();
+  if (!is_existing_file(file)) fail(file, "no such file");
+  checkpoint.add_shard(SafetensorsFile::open(file));
+  return checkpoint;
+}
+
 void CheckpointDir::add_shard(SafetensorsFile shard) {
   for (std::size_t i = 0; i < shard.tensors().size(); ++i) {
     const std::string& name = shard.tensors()[i].name;

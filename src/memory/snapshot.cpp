@@ -16,9 +16,9 @@ std::string_view phase_label(Phase phase) {
 }
 
 MemorySnapshot make_snapshot(std::int64_t step, std::int64_t micro, Phase phase, std::int64_t rank, OwnedBytes owned,
-                             AllocatorStats allocator) {
+                             AllocatorStats allocator, bool host_is_device) {
   MemorySnapshot s{step, micro, phase, rank, owned, 0, allocator};
-  s.acts = allocator.allocated - owned.params - owned.grads - owned.optim;
+  s.acts = allocator.allocated - owned.params - owned.grads - owned.optim - (host_is_device ? owned.cpu() : 0);
   return s;
 }
 
@@ -32,9 +32,15 @@ std::string format_snapshot(const MemorySnapshot& s) {
   // Appended piece by piece: GCC 12 warns falsely (-Wstringop-overflow) on `"[" + std::string(...)` chains.
   std::string line("[");
   line += phase_label(s.phase);
-  line += "] Params " + gib(s.owned.params) + " GiB | Grads " + gib(s.owned.grads) + " GiB | Optim " +
-          gib(s.owned.optim) + " GiB";
-  if (s.owned.optim_cpu) line += " (+" + gib(s.owned.optim_cpu) + " GiB on CPU)";
+  auto figure = [&](std::string_view label, std::int64_t device, std::int64_t host) {
+    line += label;
+    line += " " + gib(device) + " GiB";
+    if (host) line += " (+" + gib(host) + " GiB on CPU)";
+  };
+  line += "] ";
+  figure("Params", s.owned.params, s.owned.params_cpu);
+  figure(" | Grads", s.owned.grads, s.owned.grads_cpu);
+  figure(" | Optim", s.owned.optim, s.owned.optim_cpu);
   line += " | Acts " + gib(s.acts) + " GiB | Allocated " + gib(s.allocator.allocated) + " GiB (peak " +
           gib(s.allocator.peak) + ") | Reserved " + gib(s.allocator.reserved) + " GiB";
   return line;
@@ -54,8 +60,11 @@ std::string format_snapshot_max(std::span<const MemorySnapshot> ranks) {
   line += field("Params", [](const MemorySnapshot& s) { return s.owned.params; }) + " | ";
   line += field("Grads", [](const MemorySnapshot& s) { return s.owned.grads; }) + " | ";
   line += field("Optim", [](const MemorySnapshot& s) { return s.owned.optim; }) + " | ";
-  if (std::any_of(ranks.begin(), ranks.end(), [](const MemorySnapshot& s) { return s.owned.optim_cpu != 0; }))
+  if (std::any_of(ranks.begin(), ranks.end(), [](const MemorySnapshot& s) { return s.owned.cpu() != 0; })) {
+    line += field("Params on CPU", [](const MemorySnapshot& s) { return s.owned.params_cpu; }) + " | ";
+    line += field("Grads on CPU", [](const MemorySnapshot& s) { return s.owned.grads_cpu; }) + " | ";
     line += field("Optim on CPU", [](const MemorySnapshot& s) { return s.owned.optim_cpu; }) + " | ";
+  }
   line += field("Acts", [](const MemorySnapshot& s) { return s.acts; }) + " | ";
   line += field("Allocated", [](const MemorySnapshot& s) { return s.allocator.allocated; }) + " | ";
   line += field("Peak", [](const MemorySnapshot& s) { return s.allocator.peak; }) + " | ";
@@ -64,18 +73,24 @@ std::string format_snapshot_max(std::span<const MemorySnapshot> ranks) {
 }
 
 std::array<std::int64_t, snapshot_record_size> to_record(const MemorySnapshot& s) {
-  return {s.step,         s.micro,         static_cast<std::int64_t>(s.phase), s.rank,
-          s.owned.params, s.owned.grads,   s.owned.optim,                      s.owned.optim_cpu,
+  return {s.step,           s.micro,         static_cast<std::int64_t>(s.phase), s.rank,
+          s.owned.params,   s.owned.grads,   s.owned.optim,                      s.owned.optim_cpu,
+          s.owned.params_cpu, s.owned.grads_cpu, s.acts,
           s.allocator.allocated, s.allocator.peak, s.allocator.reserved};
 }
 
 MemorySnapshot from_record(std::span<const std::int64_t> r) {
-  const OwnedBytes owned{r[4], r[5], r[6], r[7]};
-  AllocatorStats stats;
-  stats.allocated = r[8];
-  stats.peak = r[9];
-  stats.reserved = r[10];
-  return make_snapshot(r[0], r[1], static_cast<Phase>(r[2]), r[3], owned, stats);
+  MemorySnapshot s;
+  s.step = r[0];
+  s.micro = r[1];
+  s.phase = static_cast<Phase>(r[2]);
+  s.rank = r[3];
+  s.owned = OwnedBytes{r[4], r[5], r[6], r[7], r[8], r[9]};
+  s.acts = r[10];
+  s.allocator.allocated = r[11];
+  s.allocator.peak = r[12];
+  s.allocator.reserved = r[13];
+  return s;
 }
 
 }  // namespace tessera::memory

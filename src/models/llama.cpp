@@ -83,16 +83,18 @@ at::Tensor Llama::embed(const Config&, at::TensorList w, const at::Tensor& token
   return at::embedding(w[0], tokens);
 }
 
-at::Tensor Llama::block(const Config& c, const Context& ctx, at::TensorList w, const at::Tensor& x) {
+at::Tensor Llama::block(const Config& c, const Context& ctx, at::TensorList w, const at::Tensor& x,
+                        const LinearFn* linear) {
+  auto lin = [&](std::size_t k, const at::Tensor& in) { return linear ? (*linear)(k, in) : ops::linear(in, w[k]); };
   const auto b = x.size(0), t = x.size(1);
   const auto heads = c.num_attention_heads, kv_heads = c.num_key_value_heads, d = c.head_dim;
   const at::Tensor cos = ctx.cos.narrow(0, 0, t), sin = ctx.sin.narrow(0, 0, t);
 
   // Attention: (B, T, H) -> q (B, heads, T, D), k/v (B, kv_heads, T, D).
   const at::Tensor h = rms_norm(x, w[0], c.rms_norm_eps);
-  at::Tensor q = ops::linear(h, w[1]).view({b, t, heads, d}).transpose(1, 2);
-  at::Tensor k = ops::linear(h, w[2]).view({b, t, kv_heads, d}).transpose(1, 2);
-  const at::Tensor v = ops::linear(h, w[3]).view({b, t, kv_heads, d}).transpose(1, 2);
+  at::Tensor q = lin(1, h).view({b, t, heads, d}).transpose(1, 2);
+  at::Tensor k = lin(2, h).view({b, t, kv_heads, d}).transpose(1, 2);
+  const at::Tensor v = lin(3, h).view({b, t, kv_heads, d}).transpose(1, 2);
   q = apply_rope(q, cos, sin);
   k = apply_rope(k, cos, sin);
   const auto n_rep = heads / kv_heads;
@@ -103,11 +105,11 @@ at::Tensor Llama::block(const Config& c, const Context& ctx, at::TensorList w, c
   // HF eager attention: softmax in fp32, then back to the compute dtype.
   const at::Tensor probs = at::softmax(masked, -1, at::kFloat).to(x.scalar_type());
   const at::Tensor attn = ops::matmul(probs, repeat_kv(v, n_rep)).transpose(1, 2).reshape({b, t, heads * d});
-  const at::Tensor x1 = x + ops::linear(attn, w[4]);
+  const at::Tensor x1 = x + lin(4, attn);
 
   // SwiGLU MLP: down(silu(gate(h)) * up(h)).
   const at::Tensor h2 = rms_norm(x1, w[5], c.rms_norm_eps);
-  const at::Tensor mlp = ops::linear(ops::silu(ops::linear(h2, w[6])) * ops::linear(h2, w[7]), w[8]);
+  const at::Tensor mlp = lin(8, ops::silu(lin(6, h2)) * lin(7, h2));
   return x1 + mlp;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "tessera/optim/adamw.hpp"
+#include "tessera/optim/cpu_adamw.hpp"
 #include "tessera/optim/sgd.hpp"
 
 namespace tessera {
@@ -33,6 +34,20 @@ void AdamW::step(State& state, at::Tensor& flat_param, const at::Tensor& flat_gr
   } else {
     flat_param.add_((state.exp_avg / denom).mul_(-step_size).to(flat_param.scalar_type()));
   }
+}
+
+bool AdamW::cpu_step(State& state, at::Tensor& master, const at::Tensor& grad, const StepHyper& hyper,
+                     at::Tensor* param_out) {
+  state.steps += 1;
+  optim::CpuAdamWHyper h;
+  h.lr = hyper.lr;
+  h.beta1 = beta1;
+  h.beta2 = beta2;
+  h.eps = eps;
+  h.weight_decay = hyper.weight_decay;
+  h.step = state.steps;
+  optim::cpu_adamw_step(master, state.exp_avg, state.exp_avg_sq, grad, h, param_out);
+  return param_out != nullptr;
 }
 
 std::int64_t AdamW::state_bytes(const State& state) {

@@ -54,6 +54,8 @@ void Reporter::memory(const memory::MemorySnapshot& s, bool print_line) {
                   {"grads", s.owned.grads},
                   {"optim", s.owned.optim},
                   {"optim_cpu", s.owned.optim_cpu},
+                  {"params_cpu", s.owned.params_cpu},
+                  {"grads_cpu", s.owned.grads_cpu},
                   {"acts", s.acts},
                   {"allocated", s.allocator.allocated},
                   {"peak", s.allocator.peak},

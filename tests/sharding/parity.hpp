@@ -51,11 +51,11 @@ RunResult train(const RunConfig& cfg, std::int64_t steps) {
   return r;
 }
 
-// The same experiment with NoShard, one process, world_size() * batch_size rows.
+// The same experiment with NoShard and NoOffload, one process, world_size() * batch_size rows.
 template <class Exp>
 RunResult reference(RunConfig cfg, std::int64_t steps) {
   using Ref = ExperimentSpec<typename Exp::model, NoShard, typename Exp::precision, typename Exp::checkpointing,
-                             typename Exp::optimizer>;
+                             typename Exp::optimizer, NoOffload, typename Exp::adapter>;
   cfg.batch_size *= world_size();
   cfg.lr_scaling = "none";
   SoloScope solo;

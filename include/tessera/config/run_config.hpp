@@ -33,6 +33,12 @@ struct RunConfig {
   double bucket_cap_mb = 25.0;
   std::int64_t shard_group_size = 0;
   std::string reduce_dtype = "fp32";
+  std::int64_t lora_r = 16;
+  double lora_alpha = 32.0;
+  double lora_dropout = 0.05;
+  std::string lora_targets = "q_proj,v_proj";
+  std::string adapter;
+  bool merge_adapter = false;
   std::string device = "auto";
   std::int64_t threads = 0;
   std::int64_t log_every = 1;
@@ -42,7 +48,7 @@ struct RunConfig {
 template <>
 struct config_fields<RunConfig> {
   static constexpr std::string_view title = "run config";
-  static constexpr std::array<FieldDoc, 23> docs{{
+  static constexpr std::array<FieldDoc, 29> docs{{
       {"model",
        "model preset: tiny, llama-1b, open-llama-3b, open-llama-7b, open-llama-13b, code-llama-7b; "
        "ignored when model_dir is set"},
@@ -68,6 +74,16 @@ struct config_fields<RunConfig> {
       {"shard_group_size",
        "HybridShard: ranks per shard group, dividing the number of ranks; 0 = the ranks of one node"},
       {"reduce_dtype", "dtype gradients are averaged across ranks in: fp32, bf16 or fp16"},
+      {"lora_r", "Lora/QLora: adapter rank r >= 1 (ignored with adapter=DIR, whose config sets it)"},
+      {"lora_alpha", "Lora/QLora: adapter scaling numerator, > 0; the adapter path is scaled by lora_alpha / lora_r"},
+      {"lora_dropout", "Lora/QLora: dropout probability in [0, 1) on the adapter path's input"},
+      {"lora_targets",
+       "Lora/QLora: comma-separated linear modules to adapt: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+       "down_proj"},
+      {"adapter", "Lora/QLora: PEFT adapter dir to start from (adapter_config.json + adapter_model.safetensors)"},
+      {"merge_adapter",
+       "Lora/QLora: true = save_dir gets the base with the adapters merged in (a Hugging Face model dir); "
+       "false = save_dir gets the adapters as a PEFT dir"},
       {"device", "auto (cuda if available, else cpu), cpu, cuda or cuda:N (N = GPU index)"},
       {"threads", "CPU threads for intra-op parallelism per rank; 0 = the node's cores shared among its ranks"},
       {"log_every", "print a step line every N steps"},

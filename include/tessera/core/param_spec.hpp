@@ -14,6 +14,8 @@ namespace tessera {
 enum class ParamInit {
   normal,  // N(0, initializer_range^2), as Hugging Face initialises Linear and Embedding weights
   ones,    // norm scales
+  kaiming_uniform,  // U(-1/sqrt(in), 1/sqrt(in)) for an (out, in) matrix: nn.Linear's default, LoRA's A
+  zeros,            // LoRA's B
 };
 
 struct ParamSpec {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tessera/core/param_spec.hpp"
+#include "tessera/optim/concept.hpp"
 
 namespace tessera::io {
 class CheckpointDir;
@@ -32,7 +33,10 @@ struct ShardLayout {
 
 class ParamStore {
  public:
-  ParamStore(std::vector<ParamSpec> specs, c10::ScalarType dtype, c10::Device device, ShardLayout layout = {});
+  // pin_memory: a CPU store in page-locked memory, for asynchronous copies to a GPU (OffloadParams).
+  // num_units: at least this many units, empty ones included (adapters: the embedding and head have none).
+  ParamStore(std::vector<ParamSpec> specs, c10::ScalarType dtype, c10::Device device, ShardLayout layout = {},
+             bool pin_memory = false, std::size_t num_units = 0);
 
   // Hugging Face initialisation (normal(0, std) for matrices, ones for norms), drawn in spec order
   // from one CPU generator seeded with `seed`: every rank and every world size gets the same weights.
@@ -64,6 +68,8 @@ class ParamStore {
 
   // The unit's parameters as views (spec shapes) into `full`, a buffer of at least unit_numel(unit) elements.
   std::vector<at::Tensor> unit_views(std::size_t unit, const at::Tensor& full) const;
+  // The tensors inside shard(unit): one segment per spec overlapping it, offsets relative to the shard.
+  std::vector<ParamSegment> shard_segments(std::size_t unit) const;
   // Indices into specs() of the unit's parameters, in order.
   const std::vector<std::size_t>& unit_specs(std::size_t unit) const { return unit_specs_[unit]; }
 

@@ -6,7 +6,8 @@
 //                           loss   <- forward, call by call (embedding, blocks, head) [after_fwd]
 //                           backward(loss * 1/A [* loss scale]); gradients reduced as
 //                           the sharding policy says (UnitEngine)                    [after_bwd]
-//   optimizer step on each unit's flat buffer, or this rank's shard of it; shards
+//   optimizer step on each unit's flat buffer, or this rank's shard of it (on the CPU under
+//   OffloadOptimizer, with the gradients copied there during backward); shards
 //   all-gathered (ZeRO-1/2); gradients released                                     [after_opt]
 // The engine asks the policies: Sharding for where parameters, gradients and optimizer state live
 // (engine/unit_engine.hpp), Precision for dtypes and loss scaling, Checkpointing which blocks to recompute,
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,9 @@
 #include "tessera/core/error.hpp"
 #include "tessera/data/batch_order.hpp"
 #include "tessera/data/token_source.hpp"
+#include "tessera/engine/cpu_offload.hpp"
+#include "tessera/engine/frozen_base.hpp"
+#include "tessera/engine/lora.hpp"
 #include "tessera/engine/job.hpp"
 #include "tessera/engine/loss_scaler.hpp"
 #include "tessera/engine/param_store.hpp"
@@ -35,6 +40,7 @@
 #include "tessera/io/checkpoint_dir.hpp"
 #include "tessera/memory/allocator_stats.hpp"
 #include "tessera/memory/snapshot.hpp"
+#include "tessera/models/ops.hpp"
 #include "tessera/report/reporter.hpp"
 
 namespace tessera {
@@ -89,8 +95,18 @@ class Trainer {
   using Precision = typename Exp::precision;
   using Checkpointing = typename Exp::checkpointing;
   using Optimizer = typename Exp::optimizer;
+  using Offload = typename Exp::offload;
+  using Adapter = typename Exp::adapter;
   using ModelConfig = typename Model::Config;
   static constexpr int stage = sharding_stage<Sharding>;
+  static constexpr bool offloads_optimizer = Offload::offloads_optimizer;
+  static constexpr bool offloads_parameters = Offload::offloads_parameters;
+  static constexpr bool trains_adapters = Adapter::trains_adapters;
+  // What the store keeps: the parameter dtype; the compute dtype when the fp32 master lives on the CPU
+  // (OffloadOptimizer); fp32 shards in host memory under OffloadParams (they are the master).
+  static constexpr c10::ScalarType store_dtype =
+      offloads_parameters ? c10::ScalarType::Float
+                          : offloads_optimizer ? Precision::compute_dtype : Precision::param_dtype;
 
   // Not copyable or movable: the engine's call function points into the trainer.
   Trainer(const Trainer&) = delete;
@@ -103,22 +119,39 @@ class Trainer {
         runtime_(make_runtime(cfg_, place_)),
         model_(cfg_.model_dir.empty() ? Model::preset(cfg_.model)
                                       : Model::read_config(std::filesystem::path(cfg_.model_dir) / "config.json")),
+        lora_(make_lora_settings(cfg_)),
+        sites_(adapted_sites(model_, lora_)),
         tokens_(open_tokens(cfg_, model_.vocab_size)),
         order_(tokens_, data::BatchShape{runtime_.world_size, cfg_.batch_size, cfg_.seq_len, cfg_.accumulate_grad_batches},
                cfg_.num_train_samples, cfg_.limit_train_batches),
         total_steps_(order_.total_steps(cfg_.max_epochs, cfg_.max_steps)),
-        store_(Model::parameters(model_), Precision::param_dtype, runtime_.device,
-               ShardLayout{group_size_, place_.rank % group_size_, stage == 3}),
+        store_(trains_adapters ? lora_specs(Model::parameters(model_), sites_, lora_.r) : Model::parameters(model_),
+               store_dtype, offloads_parameters ? c10::Device(c10::kCPU) : runtime_.device,
+               ShardLayout{group_size_, place_.rank % group_size_, stage == 3},
+               offloads_parameters && runtime_.device.is_cuda(), Model::num_blocks(model_) + 2),
         context_(Model::make_context(model_, cfg_.seq_len, Precision::compute_dtype, runtime_.device)),
         engine_(store_, plan(), job::communicators(static_cast<int>(group_size_), runtime_.device), calls(),
                 [this](std::size_t c, const at::Tensor& x, const at::Tensor& aux,
                        const std::vector<std::vector<at::Tensor>>& p) { return run_call(c, x, aux, p); }),
         reporter_(cfg_.metrics.empty() || runtime_.rank != 0 ? MetricsWriter() : MetricsWriter(cfg_.metrics),
                   ReportOptions{report.print && runtime_.rank == 0, cfg_.log_every, report.print_config}) {
-    if (cfg_.model_dir.empty()) {
+    if constexpr (trains_adapters) {
+      build_frozen_base();
+      if (cfg_.adapter.empty())
+        store_.initialize(model_.initializer_range, static_cast<std::uint64_t>(cfg_.seed));
+      else
+        load_peft_weights(store_, cfg_.adapter);
+    } else if (cfg_.model_dir.empty()) {
       store_.initialize(model_.initializer_range, static_cast<std::uint64_t>(cfg_.seed));
     } else {
       store_.load(io::CheckpointDir::open(cfg_.model_dir));
+    }
+    if constexpr (offloads_optimizer) {
+      std::vector<at::Tensor> slices;
+      for (std::size_t u = 0; u < store_.num_units(); ++u) slices.push_back(engine_.update_slice(u));
+      offload_.emplace(slices, offloads_parameters, offloads_parameters ? Precision::compute_dtype : store_dtype,
+                       runtime_.device);
+      engine_.on_grad_ready([this](std::size_t u) { offload_->grad_ready(u, engine_.grad_slice(u)); });
     }
   }
 
@@ -149,6 +182,12 @@ class Trainer {
   // The gradient the optimizer will use for `unit` (the whole unit, or this rank's shard); undefined
   // between optimizer steps.
   const at::Tensor& flat_grad(std::size_t unit) const { return engine_.grad_slice(unit); }
+  // OffloadOptimizer/OffloadParams: the host side (masters, gradient copies); nullptr otherwise.
+  const CpuOffload* cpu_offload() const { return offload_ ? &*offload_ : nullptr; }
+  // Lora/QLora: the frozen base (nullptr otherwise), the adapter settings and the adapted linears.
+  const FrozenBase* frozen_base() const { return base_ ? &*base_ : nullptr; }
+  const LoraSettings& lora() const { return lora_; }
+  const std::vector<LoraSite>& lora_sites_used() const { return sites_; }
   // Every unit's full parameters (padded flat buffers). Collective under FullShard/HybridShard.
   std::vector<at::Tensor> full_params() { return engine_.full_params(); }
 
@@ -167,6 +206,8 @@ class Trainer {
     const double micro_weight = 1.0 / static_cast<double>(accumulate);
     at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(runtime_.device));
     for (std::int64_t m = 0; m < accumulate; ++m) {
+      step_ = step;
+      micro_ = m;
       auto [inputs, targets] = batch(step, m);
       snapshot(step, m, memory::Phase::before_forward);
       engine_.begin_micro(m + 1 == accumulate);
@@ -186,12 +227,13 @@ class Trainer {
   // found inf/nan gradients (on any rank) and skipped the update.
   bool apply_gradients() {
     at::NoGradGuard no_grad;
+    if constexpr (offloads_optimizer) offload_->wait_grads();
     bool finite = true;
     if constexpr (Precision::loss_scaling) {
       const double inv_scale = 1.0 / scaler_.scale();
       bool local = true;
       for (std::size_t u = 0; u < store_.num_units(); ++u) {
-        const at::Tensor& g = engine_.grad_slice(u);
+        at::Tensor& g = step_grad(u);
         g.mul_(inv_scale);
         local = local && at::isfinite(g).all().template item<bool>();
       }
@@ -199,14 +241,24 @@ class Trainer {
     }
     if (finite) {
       if (opt_state_.empty()) {  // state appears at the first step, as in torch.optim
-        for (std::size_t u = 0; u < store_.num_units(); ++u)
-          opt_state_.push_back(Optimizer::init(engine_.update_slice(u), Precision::optim_state_dtype));
+        for (std::size_t u = 0; u < store_.num_units(); ++u) opt_state_.push_back(init_state(u));
       }
       const StepHyper hyper{lr(), weight_decay()};
       for (std::size_t u = 0; u < store_.num_units(); ++u) {
         at::Tensor slice = engine_.update_slice(u);
-        Optimizer::step(opt_state_[u], slice, engine_.grad_slice(u), hyper);
+        if constexpr (offloads_optimizer) {
+          bool filled = false;
+          if constexpr (CpuFusedOptimizer<Optimizer>)
+            filled = Optimizer::cpu_step(opt_state_[u], offload_->master(u), offload_->grad(u), hyper,
+                                         offload_->staging(u));
+          else
+            Optimizer::step(opt_state_[u], offload_->master(u), offload_->grad(u), hyper);
+          offload_->push(u, slice, filled);
+        } else {
+          Optimizer::step(opt_state_[u], slice, engine_.grad_slice(u), hyper);
+        }
       }
+      if constexpr (offloads_optimizer) offload_->finish_push();
       engine_.sync_params();
     }
     engine_.release_grads();
@@ -239,8 +291,12 @@ class Trainer {
     }
     const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!cfg_.save_dir.empty()) {
-      const std::vector<at::Tensor> full = engine_.full_params();  // collective under FullShard
-      if (runtime_.rank == 0) save_hf_dir<Model>(cfg_.save_dir, model_, store_, full);
+      if constexpr (trains_adapters) {
+        if (runtime_.rank == 0) save_adapters(cfg_.save_dir);
+      } else {
+        const std::vector<at::Tensor> full = engine_.full_params();  // collective under FullShard
+        if (runtime_.rank == 0) save_hf_dir<Model>(cfg_.save_dir, model_, store_, full);
+      }
     }
     const std::int64_t own_peak = memory::allocator_stats(runtime_.device).peak;
     std::int64_t peak = own_peak;
@@ -282,6 +338,21 @@ class Trainer {
     row("checkpointing", std::string(Checkpointing::name));
     row("optimizer", std::string(Optimizer::name) + " (lr " + std::to_string(lr()) + " after lr_scaling=" +
                          cfg_.lr_scaling + ", weight_decay " + std::to_string(weight_decay()) + ")");
+    if constexpr (trains_adapters) {
+      std::string targets;
+      for (const auto& t : lora_.targets) targets += (targets.empty() ? "" : ",") + t;
+      char pct[32];
+      std::snprintf(pct, sizeof pct, "%.3f%%", 100.0 * static_cast<double>(store_.numel()) /
+                                                   static_cast<double>(store_.numel() + base_numel()));
+      row("adapter", std::string(Adapter::name) + " r=" + std::to_string(lora_.r) + " alpha=" +
+                         std::to_string(lora_.alpha) + " dropout=" + std::to_string(lora_.dropout) + " on " + targets +
+                         " (" + std::to_string(sites_.size()) + " linears; " + std::to_string(store_.numel()) +
+                         " trainable parameters, " + pct + ")" +
+                         (lora_.source.empty() ? std::string() : ", from " + lora_.source));
+    }
+    row("offload", offloads_parameters ? std::string("parameters + optimizer in CPU memory (fp32 master shards)")
+                   : offloads_optimizer ? std::string("optimizer in CPU memory (fp32 master, fused CPU step)")
+                                        : std::string("none"));
     row("device", runtime_.device.str() + ", " + std::to_string(runtime_.threads) + " CPU threads per rank, " +
                       std::to_string(runtime_.world_size) + " rank(s) on " + std::to_string(place_.num_nodes) +
                       " node(s)");
@@ -292,8 +363,27 @@ class Trainer {
   }
 
  private:
+  // Optimizer state for unit u's update slice: on the CPU master under offload (always fp32 there).
+  typename Optimizer::State init_state(std::size_t u) {
+    const at::Tensor slice = offloads_optimizer ? offload_->master(u) : engine_.update_slice(u);
+    const c10::ScalarType dtype = offloads_optimizer ? c10::ScalarType::Float : Precision::optim_state_dtype;
+    if constexpr (SegmentAwareOptimizer<Optimizer>) {
+      const std::vector<ParamSegment> segments = store_.shard_segments(u);
+      return Optimizer::init(slice, dtype, std::span<const ParamSegment>(segments));
+    } else {
+      return Optimizer::init(slice, dtype);
+    }
+  }
+
+  // The gradient the optimizer step reads: the host copy under offload, else the device slice.
+  at::Tensor& step_grad(std::size_t u) {
+    if constexpr (offloads_optimizer) return offload_->grad(u);
+    else return const_cast<at::Tensor&>(engine_.grad_slice(u));
+  }
+
   ShardPlan plan() const {
     ShardPlan p;
+    p.device = runtime_.device;
     p.stage = stage;
     p.bucket_bytes = static_cast<std::int64_t>(cfg_.bucket_cap_mb * 1024.0 * 1024.0);
     p.compute_dtype = Precision::compute_dtype;
@@ -316,9 +406,102 @@ class Trainer {
   at::Tensor run_call(std::size_t c, const at::Tensor& x, const at::Tensor& aux,
                       const std::vector<std::vector<at::Tensor>>& p) const {
     const std::size_t blocks = Model::num_blocks(model_);
+    if constexpr (trains_adapters) {
+      if (c == 0) return Model::embed(model_, base_->unit(0), x);
+      if (c > blocks) return Model::loss(model_, base_->unit(blocks + 1), base_->unit(0), x, aux);
+      // The block's linears: the frozen base (dequantized on the fly under QLora) plus, on the adapted ones,
+      // (alpha/r) * dropout(h) A^T B^T with this call's adapter views (A and B of the j-th site at 2j, 2j+1).
+      const std::vector<at::Tensor>& ad = p[0];
+      const typename Model::LinearFn linear = [&](std::size_t k, const at::Tensor& h) {
+        const std::size_t spec = base_->spec_of(c, k);
+        at::Tensor y = base_->linear(spec, h);
+        const int j = site_index_[spec];
+        if (j < 0) return y;
+        const at::Tensor in = lora_.dropout > 0 ? lora_dropout(h, lora_.dropout, dropout_seed(c, k)) : h;
+        return y + ops::linear(ops::linear(in, ad[2 * j]), ad[2 * j + 1]) * lora_.scaling();
+      };
+      return Model::block(model_, context_, base_->unit(c), x, &linear);
+    }
     if (c == 0) return Model::embed(model_, p[0], x);
     if (c <= blocks) return Model::block(model_, context_, p[0], x);
     return Model::loss(model_, p[0], p.size() > 1 ? at::TensorList(p[1]) : at::TensorList(), x, aux);
+  }
+
+  static LoraSettings make_lora_settings(const RunConfig& cfg) {
+    LoraSettings settings;
+    if constexpr (trains_adapters) settings = lora_settings(cfg);
+    return settings;
+  }
+  static std::vector<LoraSite> adapted_sites(const ModelConfig& model, const LoraSettings& lora) {
+    if constexpr (trains_adapters) {
+      const std::vector<ParamSpec> specs = Model::parameters(model);
+      return lora_sites(specs, 1, Model::num_blocks(model), lora.targets);
+    } else {
+      return {};
+    }
+  }
+
+  // The base parameters (frozen, outside the store) under Lora/QLora: quantized where the policy says, from
+  // the preset's initialisation (the same weights a full fine-tuning run starts from) or model_dir.
+  void build_frozen_base() {
+    constexpr bool quantizes = Adapter::quantizes_base;
+    ParamStore base(Model::parameters(model_), quantizes ? c10::ScalarType::Float : Precision::compute_dtype,
+                    quantizes ? c10::Device(c10::kCPU) : runtime_.device);
+    if (cfg_.model_dir.empty())
+      base.initialize(model_.initializer_range, static_cast<std::uint64_t>(cfg_.seed));
+    else
+      base.load(io::CheckpointDir::open(cfg_.model_dir));
+    const std::size_t blocks = Model::num_blocks(model_);
+    std::vector<bool> quantize(base.specs().size(), false);
+    for (std::size_t i = 0; i < base.specs().size(); ++i) {
+      const ParamSpec& s = base.specs()[i];
+      quantize[i] = quantizes && s.shape.size() == 2 && s.unit >= 1 && s.unit <= blocks;
+    }
+    base_.emplace(base, quantize, Adapter::double_quant, Precision::compute_dtype, runtime_.device);
+    site_index_.assign(base.specs().size(), -1);
+    std::vector<int> per_unit(base.num_units(), 0);
+    for (const LoraSite& site : sites_) site_index_[site.base_spec] = per_unit[base.specs()[site.base_spec].unit]++;
+  }
+
+  std::int64_t base_numel() const {
+    std::int64_t n = 0;
+    if (base_)
+      for (const auto& s : base_->specs()) n += s.numel();
+    return n;
+  }
+
+  // A dropout mask per (seed, step, micro-step, block, linear): recomputation reproduces it.
+  std::uint64_t dropout_seed(std::size_t call, std::size_t linear) const {
+    std::uint64_t h = static_cast<std::uint64_t>(cfg_.seed);
+    for (std::uint64_t v : {static_cast<std::uint64_t>(step_), static_cast<std::uint64_t>(micro_),
+                            static_cast<std::uint64_t>(call), static_cast<std::uint64_t>(linear)}) {
+      h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    }
+    return h;
+  }
+
+  // save_dir under Lora/QLora: the adapters as a PEFT dir, or (merge_adapter=true) the merged model.
+  void save_adapters(const std::filesystem::path& dir) const {
+    if (!cfg_.merge_adapter) {
+      save_peft_dir(dir, lora_, store_, cfg_.model_dir.empty() ? cfg_.model : cfg_.model_dir);
+      return;
+    }
+    at::NoGradGuard no_grad;
+    ParamStore merged(base_->specs(), Precision::compute_dtype, c10::Device(c10::kCPU));
+    for (std::size_t u = 0; u < merged.num_units(); ++u) {
+      const std::vector<at::Tensor> views = merged.unit_views(u, merged.flat_param(u));
+      const std::vector<at::Tensor> adapters = store_.unit_views(u, store_.full_units()[u]);
+      for (std::size_t k = 0; k < views.size(); ++k) {
+        const std::size_t spec = merged.unit_specs(u)[k];
+        at::Tensor w = base_->weight(spec, c10::ScalarType::Float).cpu();
+        if (const int j = site_index_[spec]; j >= 0) {
+          const at::Tensor a = adapters[2 * j].to(at::kCPU, at::kFloat), b = adapters[2 * j + 1].to(at::kCPU, at::kFloat);
+          w = w + at::matmul(b, a) * lora_.scaling();
+        }
+        views[k].copy_(w);
+      }
+    }
+    save_hf_dir<Model>(dir, model_, merged, merged.full_units());
   }
 
   std::pair<at::Tensor, at::Tensor> batch(std::int64_t step, std::int64_t micro) const {
@@ -336,9 +519,20 @@ class Trainer {
   // Collective over the job when it has several ranks: rank 0 receives every rank's figures.
   void snapshot(std::int64_t step, std::int64_t micro, memory::Phase phase) {
     if (!snapshot_due(step)) return;
-    const memory::OwnedBytes owned{store_.param_bytes(), engine_.grad_bytes(), optimizer_bytes(), 0};
+    memory::OwnedBytes owned{store_.param_bytes() + (base_ ? base_->bytes() : 0), engine_.grad_bytes(),
+                             optimizer_bytes(), 0, 0, 0};
+    if constexpr (offloads_optimizer) {
+      owned.optim_cpu = owned.optim;
+      owned.optim = 0;
+      owned.params_cpu = offload_->master_bytes();
+      owned.grads_cpu = offload_->grad_bytes();
+      if constexpr (offloads_parameters) {
+        owned.params_cpu += owned.params;
+        owned.params = 0;
+      }
+    }
     const auto own = memory::make_snapshot(step, micro, phase, runtime_.rank, owned,
-                                           memory::allocator_stats(runtime_.device));
+                                           memory::allocator_stats(runtime_.device), runtime_.device.is_cpu());
     snapshots_.push_back(own);
     const bool print_line = micro == 0 || phase == memory::Phase::after_optimizer_step;
     if (runtime_.world_size == 1) {
@@ -360,6 +554,8 @@ class Trainer {
   std::int64_t group_size_;
   Runtime runtime_;
   ModelConfig model_;
+  LoraSettings lora_;
+  std::vector<LoraSite> sites_;
   data::TokenSource tokens_;
   data::BatchOrder order_;
   std::int64_t total_steps_;
@@ -367,6 +563,10 @@ class Trainer {
   typename Model::Context context_;
   UnitEngine engine_;
   Reporter reporter_;
+  std::optional<CpuOffload> offload_;
+  std::optional<FrozenBase> base_;
+  std::vector<int> site_index_;  // per base parameter: its index among its unit's adapted linears, or -1
+  std::int64_t step_ = 0, micro_ = 0;
   std::vector<typename Optimizer::State> opt_state_;
   LossScaler scaler_;
   std::vector<memory::MemorySnapshot> snapshots_, job_snapshots_;

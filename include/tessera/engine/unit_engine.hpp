@@ -19,8 +19,12 @@
 //                          reduce-scattered (averaged) over the shard group, added to the rank's gradient shard
 //                          and freed; HybridShard then averages the shards across groups on the last micro-step.
 // The optimizer then updates update_slice(u) with grad_slice(u): the whole unit (stage 0) or this rank's
-// shard (stages 1-3); sync_params() all-gathers the updated shards for stages 1 and 2.
+// shard (stages 1-3); sync_params() all-gathers the updated shards for stages 1 and 2. A grad-ready callback
+// (CPU offload) hears of each unit as soon as its grad_slice is final, while backward still runs.
+// The store may live on another device than the computation (OffloadParams: CPU shards, gathered to the
+// device); gathered buffers, gradients and the anchor live on plan.device.
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstddef>
@@ -40,6 +44,7 @@ struct ShardPlan {
   c10::ScalarType compute_dtype = c10::ScalarType::Float;
   c10::ScalarType reduce_dtype = c10::ScalarType::Float;  // dtype gradients are communicated in
   bool prefetch = true;                          // stage 3: start the next call's all-gather early
+  c10::Device device = c10::Device(c10::DeviceType::CPU);  // where the computation runs
 };
 
 // world: all ranks (bucket all-reduce, stages 0/1); shard: the G ranks a unit is cut across (stages 1-3);
@@ -73,6 +78,10 @@ class UnitEngine {
   void finish_gradients();
   bool has_grads() const { return has_grads_; }
   void release_grads();
+  // Called once per unit and optimizer step, on the last micro-step, as soon as grad_slice(unit) is final
+  // (during backward where the policy allows it, else in finish_gradients).
+  using GradReady = std::function<void(std::size_t unit)>;
+  void on_grad_ready(GradReady fn) { grad_ready_ = std::move(fn); }
 
   // What the optimizer updates and with which gradients (see the header comment).
   at::Tensor update_slice(std::size_t unit) const;
@@ -126,12 +135,16 @@ class UnitEngine {
   void prefetch_call(std::size_t c);
   void unit_complete(std::size_t unit);
   void drain_scatters(std::size_t keep);
+  void grad_ready(std::size_t unit) {
+    if (grad_ready_) grad_ready_(unit);
+  }
 
   ParamStore& store_;
   ShardPlan plan_;
   UnitComms comms_;
   std::vector<UnitCall> calls_;
   CallFn fn_;
+  GradReady grad_ready_;
   at::Tensor anchor_;  // a leaf every node takes as input, so that each call's output requires grad
 
   std::vector<Gathered> gathered_;

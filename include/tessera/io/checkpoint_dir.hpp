@@ -21,6 +21,8 @@ class CheckpointDir {
   // weight_map must exist in the shard it names, and a tensor name present in two shards is an error.
   // A directory with neither file is an error naming both expected file names. Throws FormatError.
   static CheckpointDir open(const std::filesystem::path& dir);
+  // One safetensors file under the same interface (a PEFT adapter_model.safetensors, say).
+  static CheckpointDir open_file(const std::filesystem::path& file);
 
   const TensorInfo* find(std::string_view name) const;            // nullptr if absent
   std::span<const std::byte> bytes(std::string_view name) const;  // throws FormatError naming tensor and dir

@@ -1,8 +1,10 @@
 #pragma once
 // defines: the training phases and MemorySnapshot, one row of the memory table.
-// params/grads/optim are exact byte sums of the tensors the engine owns; allocated/peak/reserved come from
-// the allocator (memory/allocator_stats.hpp); acts is the residual the seeds define:
-//   acts = allocated - params - grads - optim
+// params/grads/optim are exact byte sums of the tensors the engine owns on the compute device, and
+// params_cpu/grads_cpu/optim_cpu of those it keeps in host memory while computing on a device (CPU offload);
+// allocated/peak/reserved come from the device's allocator (memory/allocator_stats.hpp); acts is the residual
+// the seeds define:
+//   acts = allocated - params - grads - optim   (- the *_cpu figures too when the device is the CPU itself)
 // so it holds activations plus whatever else is live (cast copies, communication buffers).
 #include <array>
 #include <cstddef>
@@ -21,10 +23,13 @@ enum class Phase { before_forward, after_forward, after_backward, after_optimize
 std::string_view phase_label(Phase phase);
 
 struct OwnedBytes {
-  std::int64_t params = 0;
+  std::int64_t params = 0;      // on the compute device
   std::int64_t grads = 0;
-  std::int64_t optim = 0;      // optimizer state on the compute device
-  std::int64_t optim_cpu = 0;  // optimizer state kept in host memory while computing elsewhere
+  std::int64_t optim = 0;
+  std::int64_t optim_cpu = 0;   // optimizer state in host memory (OffloadOptimizer)
+  std::int64_t params_cpu = 0;  // fp32 master parameters or parameter shards in host memory
+  std::int64_t grads_cpu = 0;   // gradient copies in host memory, for the CPU optimizer step
+  std::int64_t cpu() const { return optim_cpu + params_cpu + grads_cpu; }
 };
 
 struct MemorySnapshot {
@@ -37,10 +42,12 @@ struct MemorySnapshot {
   AllocatorStats allocator;
 };
 
+// host_is_device: the allocator counted is the CPU's, so the host-memory figures are inside `allocated` too.
 MemorySnapshot make_snapshot(std::int64_t step, std::int64_t micro, Phase phase, std::int64_t rank, OwnedBytes owned,
-                             AllocatorStats allocator);
+                             AllocatorStats allocator, bool host_is_device = false);
 
 // "[after_bwd] Params 1.23 GiB | Grads 1.23 GiB | Optim 0.00 GiB | Acts 2.10 GiB | Allocated 4.56 GiB (peak 5.01) | Reserved 6.00 GiB"
+// Host-memory figures, when non-zero, follow their device figure: "Optim 0.00 GiB (+9.80 GiB on CPU)"
 std::string format_snapshot(const MemorySnapshot& snapshot);
 
 // Snapshots of several ranks in one line: each figure the highest over the ranks, with the rank it is from.
@@ -48,7 +55,7 @@ std::string format_snapshot(const MemorySnapshot& snapshot);
 std::string format_snapshot_max(std::span<const MemorySnapshot> ranks);
 
 // A snapshot as integers (to gather over ranks) and back.
-inline constexpr std::size_t snapshot_record_size = 11;
+inline constexpr std::size_t snapshot_record_size = 14;
 std::array<std::int64_t, snapshot_record_size> to_record(const MemorySnapshot& snapshot);
 MemorySnapshot from_record(std::span<const std::int64_t> record);
 

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -46,8 +47,13 @@ struct Llama {
 
   // embed: w = {embed_tokens}. tokens (B, T) -> (B, T, H)
   static at::Tensor embed(const Config& config, at::TensorList w, const at::Tensor& tokens);
+  // One of the block's linear layers, by its index in w (q 1, k 2, v 3, o 4, gate 6, up 7, down 8): x @ W^T,
+  // or whatever an adapter makes of it (LoRA's extra path, a dequantized NF4 base).
+  using LinearFn = std::function<at::Tensor(std::size_t index, const at::Tensor& x)>;
   // block: w = {input_layernorm, q, k, v, o, post_attention_layernorm, gate, up, down}. (B, T, H) -> (B, T, H)
-  static at::Tensor block(const Config& config, const Context& ctx, at::TensorList w, const at::Tensor& x);
+  // With `linear`, the linear layers are computed by it and their entries of w are not read.
+  static at::Tensor block(const Config& config, const Context& ctx, at::TensorList w, const at::Tensor& x,
+                          const LinearFn* linear = nullptr);
   // loss: head = {norm[, lm_head]}, embed = {embed_tokens} (used as lm_head when tied). Returns the mean
   // cross-entropy over all B*T positions, in fp32.
   static at::Tensor loss(const Config& config, at::TensorList head, at::TensorList embed, const at::Tensor& x,

@@ -46,6 +46,17 @@ concept OptimizerPolicy =
       { P::state_bytes(cstate) } -> std::convertible_to<std::int64_t>;
     };
 
+// True when the policy has a fused step for fp32 CPU master parameters (OffloadOptimizer):
+//   void cpu_step(State&, at::Tensor& master, const at::Tensor& grad, const StepHyper&, at::Tensor* param_out)
+// which may also write the updated parameters, cast, into *param_out (the copy sent back to the device) and
+// returns whether it did. Without it, the offloaded step calls step() on the CPU tensors.
+template <class P>
+concept CpuFusedOptimizer =
+    OptimizerPolicy<P> && requires(typename P::State& state, at::Tensor& param, const at::Tensor& grad,
+                                   const StepHyper& hyper, at::Tensor* out) {
+      { P::cpu_step(state, param, grad, hyper, out) } -> std::same_as<bool>;
+    };
+
 // True when the policy's init takes the buffer's segments (see ParamSegment).
 template <class P>
 concept SegmentAwareOptimizer =

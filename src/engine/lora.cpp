@@ -1,0 +1,193 @@
+// implements: engine/lora.hpp.
+#include "tessera/engine/lora.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <unistd.h>
+
+#include "tessera/core/error.hpp"
+#include "tessera/engine/param_store.hpp"
+#include "tessera/engine/save.hpp"
+#include "tessera/engine/tensor_bytes.hpp"
+#include "tessera/io/checkpoint_dir.hpp"
+#include "tessera/io/safetensors.hpp"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kConfigFile = "adapter_config.json";
+constexpr const char* kWeightsFile = "adapter_model.safetensors";
+
+std::vector<std::string> split_targets(const std::string& list) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : list + ",") {
+    if (c == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  return out;
+}
+
+[[noreturn]] void bad_adapter(const fs::path& file, const std::string& what) {
+  throw FormatError(file.string() + ": " + what);
+}
+
+bool ends_with_module(const std::string& module, const std::string& target) {
+  return module == target ||
+         (module.size() > target.size() && module.compare(module.size() - target.size(), target.size(), target) == 0 &&
+          module[module.size() - target.size() - 1] == '.');
+}
+
+}  // namespace
+
+double LoraSettings::scaling() const {
+  return rslora ? alpha / std::sqrt(static_cast<double>(r)) : alpha / static_cast<double>(r);
+}
+
+LoraSettings lora_settings(const RunConfig& cfg) {
+  LoraSettings s;
+  s.r = cfg.lora_r;
+  s.alpha = cfg.lora_alpha;
+  s.dropout = cfg.lora_dropout;
+  s.targets = split_targets(cfg.lora_targets);
+  if (cfg.adapter.empty()) return s;
+  const fs::path file = fs::path(cfg.adapter) / kConfigFile;
+  std::ifstream in(file);
+  if (!in) bad_adapter(file, "cannot be read; adapter= needs a PEFT LoRA directory with adapter_config.json");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    bad_adapter(file, std::string("is not valid JSON (") + e.what() + ")");
+  }
+  if (!j.is_object()) bad_adapter(file, "is not a JSON object");
+  if (j.contains("peft_type") && j["peft_type"] != "LORA")
+    bad_adapter(file, "peft_type is " + j["peft_type"].dump() + "; only LORA adapters are supported");
+  if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<std::int64_t>() < 1)
+    bad_adapter(file, "needs an integer r >= 1 (the adapter rank)");
+  s.r = j["r"].get<std::int64_t>();
+  s.alpha = j.contains("lora_alpha") && j["lora_alpha"].is_number() ? j["lora_alpha"].get<double>() : 8.0;  // PEFT's default
+  if (j.contains("use_rslora") && j["use_rslora"].is_boolean()) s.rslora = j["use_rslora"].get<bool>();
+  if (!j.contains("target_modules")) bad_adapter(file, "has no target_modules");
+  const auto& t = j["target_modules"];
+  if (t.is_string()) {
+    s.targets = split_targets(t.get<std::string>());
+  } else if (t.is_array()) {
+    s.targets.clear();
+    for (const auto& e : t) {
+      if (!e.is_string()) bad_adapter(file, "target_modules must hold module names");
+      s.targets.push_back(e.get<std::string>());
+    }
+  } else {
+    bad_adapter(file, "target_modules must be a list of module names");
+  }
+  if (j.contains("bias") && j["bias"] != "none")
+    bad_adapter(file, "bias is " + j["bias"].dump() + "; only bias \"none\" adapters are supported");
+  if (j.value("fan_in_fan_out", false)) bad_adapter(file, "fan_in_fan_out is true; Llama linears need false");
+  for (const char* key : {"rank_pattern", "alpha_pattern"})
+    if (j.contains(key) && !j[key].is_null() && !j[key].empty())
+      bad_adapter(file, std::string(key) + " is set; per-module ranks or alphas are not supported");
+  if (j.contains("layers_to_transform") && !j["layers_to_transform"].is_null())
+    bad_adapter(file, "layers_to_transform is set; adapters on every layer are supported only");
+  s.source = cfg.adapter;
+  return s;
+}
+
+std::vector<LoraSite> lora_sites(std::span<const ParamSpec> base, std::size_t first_unit, std::size_t last_unit,
+                                 std::span<const std::string> targets) {
+  std::vector<LoraSite> sites;
+  std::set<std::string> used;
+  constexpr std::string_view suffix = ".weight";
+  for (std::size_t i = 0; i < base.size(); ++i) {
+    const ParamSpec& p = base[i];
+    if (p.shape.size() != 2 || p.unit < first_unit || p.unit > last_unit) continue;
+    if (p.name.size() <= suffix.size() || p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const std::string module = p.name.substr(0, p.name.size() - suffix.size());
+    for (const std::string& t : targets)
+      if (ends_with_module(module, t)) {
+        sites.push_back(LoraSite{i, module, p.shape[1], p.shape[0]});
+        used.insert(t);
+        break;
+      }
+  }
+  for (const std::string& t : targets)
+    if (!used.count(t))
+      throw ConfigError("lora_targets: '" + t +
+                        "' names no linear layer of the model's blocks; use module names such as q_proj, k_proj, "
+                        "v_proj, o_proj, gate_proj, up_proj, down_proj");
+  return sites;
+}
+
+std::vector<ParamSpec> lora_specs(std::span<const ParamSpec> base, std::span<const LoraSite> sites, std::int64_t r) {
+  std::vector<ParamSpec> specs;
+  for (const LoraSite& s : sites) {
+    const std::size_t unit = base[s.base_spec].unit;
+    specs.push_back({"base_model.model." + s.module + ".lora_A.weight", {r, s.in}, unit, ParamInit::kaiming_uniform});
+    specs.push_back({"base_model.model." + s.module + ".lora_B.weight", {s.out, r}, unit, ParamInit::zeros});
+  }
+  return specs;
+}
+
+at::Tensor lora_dropout(const at::Tensor& x, double p, std::uint64_t seed) {
+  at::Generator gen = x.device().is_cpu() ? at::make_generator<at::CPUGeneratorImpl>(seed)
+                                          : at::globalContext().defaultGenerator(x.device()).clone();
+  gen.set_current_seed(seed);
+  const at::Tensor keep = at::empty(x.sizes(), x.options()).bernoulli_(1.0 - p, gen);
+  return x * keep * (1.0 / (1.0 - p));
+}
+
+void save_peft_dir(const fs::path& dir, const LoraSettings& settings, const ParamStore& adapters,
+                   const std::string& base_model) {
+  fs::path tmp = dir;
+  tmp += ".partial-" + std::to_string(::getpid());
+  fs::remove_all(tmp);
+  try {
+    fs::create_directories(tmp);
+    std::set<std::string> modules;
+    for (const std::string& t : settings.targets) modules.insert(t);
+    const nlohmann::json config = {
+        {"peft_type", "LORA"},          {"task_type", "CAUSAL_LM"},
+        {"base_model_name_or_path", base_model},
+        {"r", settings.r},              {"lora_alpha", settings.alpha},
+        {"lora_dropout", settings.dropout},
+        {"target_modules", std::vector<std::string>(modules.begin(), modules.end())},
+        {"bias", "none"},               {"fan_in_fan_out", false},
+        {"use_rslora", settings.rslora}, {"inference_mode", true},
+        {"init_lora_weights", true},    {"modules_to_save", nullptr}};
+    std::ofstream(tmp / kConfigFile) << config.dump(2) << "\n";
+    std::vector<at::Tensor> host;
+    std::vector<io::TensorView> views;
+    const auto& specs = adapters.specs();
+    for (std::size_t u = 0; u < adapters.num_units(); ++u) {
+      const std::vector<at::Tensor> params = adapters.unit_views(u, adapters.full_units()[u]);
+      for (std::size_t k = 0; k < params.size(); ++k) {
+        host.push_back(params[k].detach().to(at::kCPU).contiguous());
+        views.push_back(tensor_view(specs[adapters.unit_specs(u)[k]].name, host.back()));
+      }
+    }
+    io::write_safetensors(tmp / kWeightsFile, views, {{"format", "pt"}});
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
+    throw;
+  }
+  commit_dir(tmp, dir);
+}
+
+void load_peft_weights(ParamStore& adapters, const fs::path& dir) {
+  adapters.load(io::CheckpointDir::open_file(dir / kWeightsFile));
+}
+
+}  // namespace tessera
