@@ -153,7 +153,8 @@ std::string describe(const at::Tensor& t) {
 
 void check_tensor(const at::Tensor& t, const char* name, std::int64_t n, bool fp32_only) {
   const std::string what = std::string("cpu_adamw_step: ") + name;
-  if (!t.defined()) throw Error(what + " is an undefined tensor; pass a CPU tensor of " + std::to_string(n) + " elements");
+  if (!t.defined())
+    throw Error(what + " is an undefined tensor; pass a CPU tensor of " + std::to_string(n) + " elements");
   if (!t.device().is_cpu())
     throw Error(what + " " + describe(t) + " must live on the CPU; move it with .cpu()");
   const Kind k = kind_of(t.scalar_type());
@@ -212,7 +213,9 @@ void cpu_adamw_step(at::Tensor& param, at::Tensor& exp_avg, at::Tensor& exp_avg_
   const Kind grad_kind = kind_of(grad.scalar_type());
   const Kind out_kind = param_out ? kind_of(param_out->scalar_type()) : Kind::none;
 
-  // Flat views, so that shapes need not agree; TensorIterator splits [0, n) among the intra-op threads.
+  // Flat views, so that shapes need not agree. Threads: TensorIterator::for_each, compiled inside LibTorch, splits
+  // [0, n) over its intra-op threads; at::parallel_for would not, being a header template that runs serially in a
+  // file compiled without -fopenmp (LibTorch's OpenMP backend), as tessera's are.
   at::NoGradGuard no_grad;
   const at::Tensor p = param.view({n}), m = exp_avg.view({n}), v = exp_avg_sq.view({n}), g = grad.view({n});
   const at::Tensor o = param_out ? param_out->view({n}) : at::Tensor();
@@ -222,13 +225,12 @@ void cpu_adamw_step(at::Tensor& param, at::Tensor& exp_avg, at::Tensor& exp_avg_
   if (param_out) config.add_output(o);
   config.add_input(g);
   at::TensorIterator iter = config.build();
-  const int ng = param_out ? 4 : 3;  // operand index of grad
+  const int ntensors = iter.ntensors();  // p, m, v[, out], g
   iter.for_each([&](char** data, const std::int64_t* strides, std::int64_t size0, std::int64_t size1) {
-    for (std::int64_t j = 0; j < size1; ++j) {
-      update_run(reinterpret_cast<float*>(data[0] + j * strides[ng + 1 + 0]),
-                 reinterpret_cast<float*>(data[1] + j * strides[ng + 1 + 1]),
-                 reinterpret_cast<float*>(data[2] + j * strides[ng + 1 + 2]), data[ng] + j * strides[2 * ng + 1],
-                 grad_kind, param_out ? data[3] + j * strides[ng + 1 + 3] : nullptr, out_kind, size0, c);
+    for (std::int64_t j = 0; j < size1; ++j) {  // size1 is 1 for these 1-D operands
+      auto row = [&](int k) { return data[k] + j * strides[ntensors + k]; };
+      update_run(reinterpret_cast<float*>(row(0)), reinterpret_cast<float*>(row(1)), reinterpret_cast<float*>(row(2)),
+                 row(ntensors - 1), grad_kind, param_out ? row(3) : nullptr, out_kind, size0, c);
     }
   });
 }

@@ -1,6 +1,7 @@
 // tessera's Adam8bit: state layout and bytes, padding, agreement with fp32 AdamW, convergence, CPU loop
 // against the tensor-op path (the one CUDA tensors take without the kernel).
 #include <ATen/ATen.h>  // before Catch: glog's CHECK must not replace Catch's (as with the PCH)
+#include <ATen/Parallel.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -15,7 +16,6 @@ using namespace tessera;
 
 static_assert(OptimizerPolicy<Adam8bit>);
 static_assert(SegmentAwareOptimizer<Adam8bit>);
-static_assert(!SegmentAwareOptimizer<AdamW>);
 
 namespace {
 
@@ -164,6 +164,28 @@ TEST_CASE("Adam8bit's CPU loop agrees with its tensor-op path", "[optim]") {
   // Codes may differ where fp32 rounding (fused multiply-adds in the tensor ops) crosses a midpoint (seen: none).
   CHECK(sl.m_codes.ne(so.m_codes).sum().item<std::int64_t>() < 13000 / 100);
   CHECK(sl.v_codes.ne(so.v_codes).sum().item<std::int64_t>() < 13000 / 100);
+}
+
+TEST_CASE("Adam8bit gives the same bits on any number of threads", "[optim]") {
+  at::manual_seed(19);
+  const at::Tensor init = at::randn({kMixedNumel});
+  const int threads = at::get_num_threads();
+  std::vector<at::Tensor> results;
+  for (int n : {1, 4}) {
+    at::set_num_threads(n);
+    REQUIRE(at::get_num_threads() == n);
+    at::Tensor p = init.clone();
+    Adam8bit::State state = Adam8bit::init(p, at::kFloat, kMixed);
+    at::manual_seed(23);
+    for (int step = 0; step < 5; ++step) Adam8bit::step(state, p, at::randn({kMixedNumel}), StepHyper{1e-2, 0.01});
+    results.push_back(p);
+    results.push_back(state.m_codes);
+    results.push_back(state.v_absmax);
+  }
+  at::set_num_threads(threads);
+  CHECK(at::equal(results[0], results[3]));
+  CHECK(at::equal(results[1], results[4]));
+  CHECK(at::equal(results[2], results[5]));
 }
 
 TEST_CASE("Adam8bit converges on least squares as fp32 Adam does", "[optim]") {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 
 #include "tessera/quant/blockwise8.hpp"
 
@@ -28,12 +29,12 @@ TEST_CASE("The signed dynamic map is bitsandbytes' create_dynamic_map(True)", "[
   REQUIRE(map.is_cpu());
   REQUIRE(map.numel() == 256);
   const float* m = map.data_ptr<float>();
-  for (int k = 0; k < 255; ++k) REQUIRE(m[k] < m[k + 1]);  // sorted, 256 distinct values
+  CHECK((map.slice(0, 1) > map.slice(0, 0, -1)).all().item<bool>());  // sorted, 256 distinct values
   // 127 negative codes, 0 at index 127, 127 positive means and 1.0 at the top.
   CHECK(m[127] == 0.0f);
   CHECK(m[255] == 1.0f);
   CHECK((map < 0).sum().item<std::int64_t>() == 127);
-  for (int j = 0; j < 127; ++j) REQUIRE(m[128 + j] == -m[126 - j]);
+  CHECK(at::equal(map.slice(0, 128, 255), -map.slice(0, 0, 127).flip(0)));  // symmetric but for 1.0
   // Exponent i (scale 10^(i-6)) has 2^i means of linspace(0.1, 1, 2^i + 1) on each side.
   for (int i = 0; i < 7; ++i) {
     const double lo = std::pow(10.0, i - 7), hi = std::pow(10.0, i - 6);
@@ -52,7 +53,7 @@ TEST_CASE("The unsigned dynamic map is bitsandbytes' create_dynamic_map(False)",
   const at::Tensor map = dynamic_map(false);
   REQUIRE(map.numel() == 256);
   const float* m = map.data_ptr<float>();
-  for (int k = 0; k < 255; ++k) REQUIRE(m[k] < m[k + 1]);
+  CHECK((map.slice(0, 1) > map.slice(0, 0, -1)).all().item<bool>());
   CHECK(m[0] == 0.0f);
   CHECK(m[255] == 1.0f);
   CHECK((map >= 0).all().item<bool>());
@@ -73,17 +74,50 @@ TEST_CASE("nearest_code picks the nearest code of the map", "[quant]") {
     const at::Tensor map = dynamic_map(is_signed);
     const float* m = map.data_ptr<float>();
     const float* mid = dynamic_map_midpoints(is_signed).data_ptr<float>();
-    for (int k = 0; k < 256; ++k) REQUIRE(nearest_code(mid, m[k]) == k);  // every code maps to itself
+    int self = 0;
+    for (int k = 0; k < 256; ++k) self += nearest_code(mid, m[k]) == k;
+    CHECK(self == 256);  // every code maps to itself
     at::manual_seed(1);
     const at::Tensor x = at::rand({20000}) * (is_signed ? 2.2 : 1.1) - (is_signed ? 1.1 : 0.0);
     const at::Tensor brute = (x.unsqueeze(1) - map.unsqueeze(0)).abs().argmin(1);
     const float* xs = x.data_ptr<float>();
     const std::int64_t* expected = brute.data_ptr<std::int64_t>();
+    std::int64_t farther = 0;
     for (std::int64_t i = 0; i < x.numel(); ++i) {
       const int got = nearest_code(mid, xs[i]);
       // Equal, or a tie within fp32 rounding of the midpoint.
-      if (got != expected[i]) REQUIRE(std::abs(xs[i] - m[got]) <= std::abs(xs[i] - m[expected[i]]) + 1e-7f);
+      farther += got != expected[i] && std::abs(xs[i] - m[got]) > std::abs(xs[i] - m[expected[i]]) + 1e-7f;
     }
+    CHECK(farther == 0);
+  }
+}
+
+TEST_CASE("dynamic_code_lookup gives nearest_code's codes", "[quant]") {
+  // Exhaustively over all non-NaN floats when written; here the edges of every table bucket and the
+  // floats next to every midpoint.
+  for (bool is_signed : {true, false}) {
+    const float* mid = dynamic_map_midpoints(is_signed).data_ptr<float>();
+    const CodeLookup& lookup = dynamic_code_lookup(is_signed);
+    std::int64_t tried = 0, differ = 0;
+    auto compare = [&](float x) {
+      ++tried;
+      differ += !std::isnan(x) && lookup(x) != nearest_code(mid, x);
+    };
+    for (std::uint32_t top = 0; top < 65536; ++top) {
+      for (std::uint32_t low : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0xfffeu, 0xffffu}) {
+        const std::uint32_t bits = (top << 16) | low;
+        float x;
+        std::memcpy(&x, &bits, sizeof x);
+        compare(x);
+      }
+    }
+    for (int k = 0; k < 255; ++k) {
+      compare(mid[k]);
+      compare(std::nextafter(mid[k], -2.0f));
+      compare(std::nextafter(mid[k], 2.0f));
+    }
+    CHECK(tried == 65536 * 6 + 255 * 3);
+    CHECK(differ == 0);
   }
 }
 

@@ -328,7 +328,7 @@ class Trainer {
     };
     s += "experiment\n";
     row("model", std::string(Model::name) + " " + (cfg_.model_dir.empty() ? cfg_.model : cfg_.model_dir) + " (" +
-                     std::to_string(store_.numel()) + " parameters)");
+                     std::to_string(trains_adapters ? base_numel() : store_.numel()) + " parameters)");
     std::string sharding = std::string(Sharding::name) + " (ZeRO stage " + std::to_string(stage) + ")";
     if constexpr (stage <= 1)
       sharding += ", " + std::to_string(engine_.num_buckets()) + " gradient bucket(s)";
@@ -344,8 +344,10 @@ class Trainer {
       char pct[32];
       std::snprintf(pct, sizeof pct, "%.3f%%", 100.0 * static_cast<double>(store_.numel()) /
                                                    static_cast<double>(store_.numel() + base_numel()));
-      row("adapter", std::string(Adapter::name) + " r=" + std::to_string(lora_.r) + " alpha=" +
-                         std::to_string(lora_.alpha) + " dropout=" + std::to_string(lora_.dropout) + " on " + targets +
+      char shape[96];
+      std::snprintf(shape, sizeof shape, " r=%lld alpha=%g (scaling %g) dropout=%g on ", static_cast<long long>(lora_.r),
+                    lora_.alpha, lora_.scaling(), lora_.dropout);
+      row("adapter", std::string(Adapter::name) + shape + targets +
                          " (" + std::to_string(sites_.size()) + " linears; " + std::to_string(store_.numel()) +
                          " trainable parameters, " + pct + ")" +
                          (lora_.source.empty() ? std::string() : ", from " + lora_.source));
