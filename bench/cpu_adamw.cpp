@@ -6,7 +6,7 @@
 //   bench/cpu_adamw [steps=5] [threads=0 (all hardware threads, as bench/step_vs_pytorch)]
 //
 // Also printed: the fused step with bf16 grads and a bf16 param_out (the offload's copy back to the device), and
-// the machine's copy bandwidth (Tensor::copy_ over 400 MB), which bounds a pass that moves 28 bytes per parameter.
+// the copy bandwidth (Tensor::copy_ over 400 MB), for the floor of a pass that moves 28 bytes per parameter.
 // Last line: `speedup: X.XX` = torch median step time / fused median step time (fp32).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -74,8 +74,8 @@ int main(int argc, char** argv) {
   auto fused = [&](std::int64_t step, bool bf16) {
     const tessera::optim::CpuAdamWHyper hyper{.lr = lr, .weight_decay = wd, .step = step};
     for (std::size_t i = 0; i < params.size(); ++i) {
-      if (bf16) tessera::optim::cpu_adamw_step(params[i], exp_avg[i], exp_avg_sq[i], grads_bf16[i], hyper, &outs_bf16[i]);
-      else tessera::optim::cpu_adamw_step(params[i], exp_avg[i], exp_avg_sq[i], grads[i], hyper);
+      tessera::optim::cpu_adamw_step(params[i], exp_avg[i], exp_avg_sq[i], bf16 ? grads_bf16[i] : grads[i], hyper,
+                                     bf16 ? &outs_bf16[i] : nullptr);
     }
   };
 
@@ -100,18 +100,24 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 5; ++i) copy_ms.push_back(time_ms([&] { dst.copy_(src); }));
   const double copy_gbs = 2.0 * static_cast<double>(src.nbytes()) / (median(copy_ms) * 1e6);
 
-  const double t_torch = median(theirs), t_ours = median(ours), t_bf16 = median(ours_bf16);
+  const double t_torch = median(theirs), t_ours = median(ours);
   const double dn = static_cast<double>(n);
-  std::printf("AdamW step over %lld fp32 parameters in %zu tensors, %d threads (at::get_num_threads), %lld steps each\n",
+  auto line = [&](const char* what, const std::vector<double>& ms, double bytes_per_param) {
+    const double t = median(ms);
+    std::printf("%-34s median %7.1f ms/step (min %7.1f)  %6.1f Mparams/s", what, t,
+                *std::min_element(ms.begin(), ms.end()), dn / t / 1e3);
+    if (bytes_per_param > 0)
+      std::printf("  %5.1f GB/s at %.0f B/param", bytes_per_param * dn / t / 1e6, bytes_per_param);
+    std::printf("\n");
+  };
+  std::printf("AdamW step over %lld fp32 parameters in %zu tensors, %d threads (at::get_num_threads), "
+              "%lld steps each\n",
               static_cast<long long>(n), params.size(), at::get_num_threads(), static_cast<long long>(steps));
-  std::printf("torch::optim::AdamW      median %8.1f ms/step (min %8.1f)  %7.1f Mparams/s\n", t_torch,
-              *std::min_element(theirs.begin(), theirs.end()), dn / t_torch / 1e3);
-  std::printf("cpu_adamw_step fp32      median %8.1f ms/step (min %8.1f)  %7.1f Mparams/s  %5.1f GB/s (28 B/param)\n",
-              t_ours, *std::min_element(ours.begin(), ours.end()), dn / t_ours / 1e3, 28.0 * dn / t_ours / 1e6);
-  std::printf("cpu_adamw_step bf16 g+out median %7.1f ms/step (min %8.1f)  %7.1f Mparams/s  %5.1f GB/s (24 B/param)\n",
-              t_bf16, *std::min_element(ours_bf16.begin(), ours_bf16.end()), dn / t_bf16 / 1e3, 24.0 * dn / t_bf16 / 1e6);
-  std::printf("copy bandwidth (Tensor::copy_, 400 MB): %.1f GB/s read+write -> fp32 fused step >= %.1f ms\n", copy_gbs,
-              28.0 * dn / (copy_gbs * 1e6));
+  line("torch::optim::AdamW", theirs, 0);
+  line("cpu_adamw_step, fp32 grads", ours, 28);
+  line("cpu_adamw_step, bf16 grads + out", ours_bf16, 28);
+  std::printf("copy bandwidth (Tensor::copy_, 400 MB): %.1f GB/s read+write -> a 28 B/param pass >= %.1f ms\n",
+              copy_gbs, 28.0 * dn / (copy_gbs * 1e6));
   std::printf("speedup: %.2f\n", t_torch / t_ours);
   return 0;
 }

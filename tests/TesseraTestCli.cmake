@@ -57,3 +57,46 @@ add_test(NAME cli.train_save_reload COMMAND bash -c
    grep -q '\"event\":\"done\"' a.jsonl;
    ${_fp32} model_dir=s1 data=t.bin ${_small_text} save_dir=s2 >/dev/null; test -f s2/model.safetensors")
 set_tests_properties(cli.train_save_reload PROPERTIES LABELS cli TIMEOUT 180)
+
+# The memory savers' examples: each runs, and its phase table shows what it saves (offload: host figures).
+foreach(example llama-sgd-bf16true llama-adam8bit-bf16true llama-adam8bit-bf16true-ckpt llama-lora-fp32
+                llama-qlora-fp32 llama-qlora-bf16mixed)
+  add_test(NAME cli.runs.${example} COMMAND bash -c
+    "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; cd $d; ${_fixture} model m; ${_fixture} tokens t.bin 4000;
+     $<TARGET_FILE:${example}> model_dir=m data=t.bin ${_small_text} metrics=a.jsonl > out.txt;
+     grep -q 'after_opt\\] Params' out.txt; grep -q '\"event\":\"done\"' a.jsonl")
+  set_tests_properties(cli.runs.${example} PROPERTIES LABELS cli TIMEOUT 180)
+endforeach()
+foreach(example llama-offload-bf16true llama-zero2-offload-bf16true llama-fsdp-offload-bf16true
+                llama-fsdp-offload-params-bf16true)
+  add_test(NAME cli.runs.${example} COMMAND bash -c
+    "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; cd $d; ${_fixture} model m; ${_fixture} tokens t.bin 4000;
+     $<TARGET_FILE:${example}> model_dir=m data=t.bin ${_small_text} metrics=a.jsonl > out.txt;
+     grep -q 'after_opt\\] Params .* Optim 0.00 GiB (+0.00 GiB on CPU)' out.txt; grep -q '\"optim_cpu\":[1-9]' a.jsonl")
+  set_tests_properties(cli.runs.${example} PROPERTIES LABELS cli TIMEOUT 180)
+endforeach()
+
+set(_lora $<TARGET_FILE:llama-lora-fp32>)
+tessera_cli_test(lora_bad_rank 2 "lora_r=0: " "" ${_lora} lora_r=0)
+tessera_cli_test(lora_bad_dropout 2 "lora_dropout=1: " "" ${_lora} lora_dropout=1)
+tessera_cli_test(lora_unknown_target 2 "lora_targets: 'qkv' names no linear" "" ${_lora} ${_small} lora_targets=q_proj,qkv)
+tessera_cli_test(lora_missing_adapter 2 "adapter=/nonexistent: not a PEFT adapter dir" "" ${_lora} adapter=/nonexistent)
+tessera_cli_test(lora_adapter_not_lora 1 "only LORA adapters"
+  "mkdir ad && echo '{\"peft_type\":\"IA3\"}' > ad/adapter_config.json" ${_lora} ${_small} adapter=ad)
+tessera_cli_test(lora_adapter_contradicted 2 "lora_r=4: contradicts adapter=ad"
+  "mkdir ad && echo '{\"peft_type\":\"LORA\",\"r\":8,\"lora_alpha\":16,\"target_modules\":[\"q_proj\"]}' > ad/adapter_config.json"
+  ${_lora} ${_small} adapter=ad lora_r=4)
+tessera_cli_test(lora_adapter_truncated 1 "adapter_model.safetensors"
+  "${_model} && ${_fixture} tokens t.bin 4000 && ${_lora} model_dir=m data=t.bin ${_small_text} save_dir=ad >/dev/null && truncate -s 100 ad/adapter_model.safetensors"
+  ${_lora} model_dir=m data=t.bin ${_small} adapter=ad save_dir=out)
+
+# LoRA: save the adapters, resume from them, merge them into a model directory that llama-fp32 loads.
+add_test(NAME cli.lora_save_resume_merge COMMAND bash -c
+  "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; cd $d; ${_fixture} model m; ${_fixture} tokens t.bin 4000;
+   ${_lora} model_dir=m data=t.bin ${_small_text} lora_r=4 save_dir=a1 >/dev/null;
+   test -f a1/adapter_config.json && test -f a1/adapter_model.safetensors;
+   ${_lora} model_dir=m data=t.bin ${_small_text} adapter=a1 save_dir=a2 > out.txt; grep -q 'from a1' out.txt;
+   ${_lora} model_dir=m data=t.bin ${_small_text} adapter=a2 merge_adapter=true save_dir=merged >/dev/null;
+   test -f merged/config.json && test -f merged/model.safetensors;
+   ${_fp32} model_dir=merged data=t.bin ${_small_text} >/dev/null")
+set_tests_properties(cli.lora_save_resume_merge PROPERTIES LABELS cli TIMEOUT 180)

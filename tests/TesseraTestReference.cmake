@@ -26,7 +26,34 @@ add_test(NAME reference.sgd
   COMMAND ${_check} $<TARGET_FILE:llama-sgd-fp32> --config ${_gqa} --optimizer sgd --lr 0.05 --steps 10)
 # Negative control: a 1% different learning rate on tessera's side must make the check fail.
 add_test(NAME reference.negative_control
-  COMMAND ${_check} $<TARGET_FILE:llama-fp32> --config ${_gqa} --steps 5 --tessera-extra lr=0.00303)
-set_tests_properties(reference.negative_control PROPERTIES LABELS reference WILL_FAIL TRUE TIMEOUT 300)
+  COMMAND ${_check} $<TARGET_FILE:llama-fp32> --config ${_gqa} --steps 5 --tessera-extra lr=0.00303 --expect-mismatch)
+set_tests_properties(reference.negative_control PROPERTIES LABELS reference TIMEOUT 300)
 set_tests_properties(reference.fp32_gqa_accumulate_llmc reference.fp32_tied_bf16_checkpoint
   reference.fp32_checkpointing reference.sgd PROPERTIES LABELS reference TIMEOUT 300)
+
+# LoRA from a PEFT adapter dir (check_lora_against_reference.py): the same random adapter_config.json +
+# adapter_model.safetensors (lora_B non-zero) trained by llama-lora-fp32 and by the reference's LoraLlama with
+# dropout 0; per-step losses, the saved PEFT dir (config keys, tensor names, shapes, values) or, with --merge,
+# the merged Hugging Face dir, within 1e-4 relative.
+set(_check_lora ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_lora_against_reference.py")
+set(_all_linears q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj)
+add_test(NAME reference.lora_from_peft_dir
+  COMMAND ${_check_lora} $<TARGET_FILE:llama-lora-fp32> --config ${_gqa} --r 8 --alpha 16 --targets q_proj,v_proj
+          --steps 10)
+add_test(NAME reference.lora_all_linears
+  COMMAND ${_check_lora} $<TARGET_FILE:llama-lora-fp32> --config ${_gqa} --r 4 --alpha 6 --targets ${_all_linears}
+          --accumulate 2 --steps 10)
+add_test(NAME reference.lora_rslora_tied_bf16
+  COMMAND ${_check_lora} $<TARGET_FILE:llama-lora-fp32> --config ${_tied} --dtype BF16 --rslora --r 16 --alpha 8
+          --targets q_proj,k_proj,v_proj,o_proj --steps 10)
+add_test(NAME reference.lora_merge
+  COMMAND ${_check_lora} $<TARGET_FILE:llama-lora-fp32> --config ${_gqa} --merge --r 8 --alpha 16
+          --targets ${_all_linears} --steps 10)
+# Negative control: a 1% different learning rate on tessera's side must make the comparison fail. The script's
+# --expect-mismatch exits 0 only when tessera ran and the comparison failed (a tessera that rejects the arguments
+# or crashes fails this test), so no WILL_FAIL here.
+add_test(NAME reference.lora_negative_control
+  COMMAND ${_check_lora} $<TARGET_FILE:llama-lora-fp32> --config ${_gqa} --steps 5 --tessera-extra lr=0.00303
+          --expect-mismatch)
+set_tests_properties(reference.lora_from_peft_dir reference.lora_all_linears reference.lora_rslora_tied_bf16
+  reference.lora_merge reference.lora_negative_control PROPERTIES LABELS reference TIMEOUT 300)

@@ -72,7 +72,7 @@ void CpuOffload::push(std::size_t unit, at::Tensor& device_slice, bool staging_f
 
 void CpuOffload::finish_push() { sync(); }
 
-std::int64_t CpuOffload::master_bytes() const { return owns_masters_ ? sum_bytes(masters_) : 0; }
+std::int64_t CpuOffload::master_bytes() const { return owns_masters_ ? sum_bytes(masters_) + sum_bytes(staging_) : 0; }
 std::int64_t CpuOffload::grad_bytes() const { return sum_bytes(grads_); }
 
 }  // namespace tessera

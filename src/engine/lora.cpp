@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -100,6 +101,22 @@ LoraSettings lora_settings(const RunConfig& cfg) {
       bad_adapter(file, std::string(key) + " is set; per-module ranks or alphas are not supported");
   if (j.contains("layers_to_transform") && !j["layers_to_transform"].is_null())
     bad_adapter(file, "layers_to_transform is set; adapters on every layer are supported only");
+  // The run config may repeat the dir's shape but not contradict it (a value left at its default is not a claim).
+  const RunConfig defaults;
+  auto conflict = [&](const char* key, const std::string& given, const std::string& dir_value) {
+    throw ConfigError(std::string(key) + "=" + given + ": contradicts adapter=" + cfg.adapter + ", whose " +
+                      kConfigFile + " says " + dir_value + "; drop " + key + " (the adapter dir sets it)");
+  };
+  if (cfg.lora_r != defaults.lora_r && cfg.lora_r != s.r)
+    conflict("lora_r", std::to_string(cfg.lora_r), "r " + std::to_string(s.r));
+  if (cfg.lora_alpha != defaults.lora_alpha && cfg.lora_alpha != s.alpha)
+    conflict("lora_alpha", nlohmann::json(cfg.lora_alpha).dump(), "lora_alpha " + nlohmann::json(s.alpha).dump());
+  auto sorted = [](std::vector<std::string> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  if (cfg.lora_targets != defaults.lora_targets && sorted(split_targets(cfg.lora_targets)) != sorted(s.targets))
+    conflict("lora_targets", cfg.lora_targets, "target_modules " + nlohmann::json(s.targets).dump());
   s.source = cfg.adapter;
   return s;
 }

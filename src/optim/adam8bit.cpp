@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tessera/core/parallel.hpp"
 #include "tessera/quant/blockwise8.hpp"
 
 #ifdef TESSERA_WITH_CUDA
@@ -124,7 +125,7 @@ void step_cpu_typed(State& st, P* p, const G* g, const Coeffs& c) {
     float* ma = st.m_absmax.data_ptr<float>();
     float* va = st.v_absmax.data_ptr<float>();
     // Blocks are numbered across the 8-bit spans (the absmax index); each chunk finds its first span.
-    at::parallel_for(0, st.m_absmax.numel(), 16, [&](std::int64_t b0, std::int64_t b1) {
+    tessera::parallel_for(0, st.m_absmax.numel(), 16, [&](std::int64_t b0, std::int64_t b1) {
       auto it = std::upper_bound(q8.begin(), q8.end(), b0,
                                  [](std::int64_t b, const Span* s) { return b < s->block_offset; });
       std::size_t s = static_cast<std::size_t>(it - q8.begin()) - 1;
@@ -141,7 +142,7 @@ void step_cpu_typed(State& st, P* p, const G* g, const Coeffs& c) {
   if (!f32.empty()) {
     float* m = st.m32.data_ptr<float>();
     float* v = st.v32.data_ptr<float>();
-    at::parallel_for(0, static_cast<std::int64_t>(f32.size()), 4, [&](std::int64_t s0, std::int64_t s1) {
+    tessera::parallel_for(0, static_cast<std::int64_t>(f32.size()), 4, [&](std::int64_t s0, std::int64_t s1) {
       for (std::int64_t s = s0; s < s1; ++s) {
         const Span& sp = *f32[s];
         update_fp32_span(p + sp.offset, g + sp.offset, m + sp.state_offset, v + sp.state_offset, sp.length, c);

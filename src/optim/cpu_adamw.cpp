@@ -125,8 +125,14 @@ template <Kind G>
   }
 }
 
-// One contiguous run of n elements; compiled once per instruction set, the clone picked at load time.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void update_run(
+// One contiguous run of n elements. On x86-64, compiled once per instruction set (AVX-512, AVX2+FMA, SSE2) and the
+// clone picked at load time; all round alike (no contraction).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TESSERA_KERNEL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TESSERA_KERNEL_CLONES
+#endif
+TESSERA_KERNEL_CLONES void update_run(
     float* p, float* m, float* v, const void* g, Kind grad_kind, void* out, Kind out_kind, std::int64_t n,
     const Coeffs& c) {
   switch (grad_kind) {

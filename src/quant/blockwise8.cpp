@@ -11,6 +11,8 @@
 #include <limits>
 #include <vector>
 
+#include "tessera/core/parallel.hpp"
+
 namespace tessera::quant {
 namespace {
 
@@ -117,7 +119,7 @@ Blockwise8 quantize_blockwise(const at::Tensor& x, bool is_signed, std::int64_t 
   const CodeLookup& nearest = dynamic_code_lookup(is_signed);
   std::uint8_t* codes = q.codes.data_ptr<std::uint8_t>();
   float* absmax = q.absmax.data_ptr<float>();
-  at::parallel_for(0, nb, std::max<std::int64_t>(1, 32768 / block), [&](std::int64_t b0, std::int64_t b1) {
+  tessera::parallel_for(0, nb, std::max<std::int64_t>(1, 32768 / block), [&](std::int64_t b0, std::int64_t b1) {
     for (std::int64_t b = b0; b < b1; ++b) {
       const std::int64_t begin = b * block, end = std::min(n, begin + block);
       float amax = 0.0f;
@@ -146,7 +148,7 @@ at::Tensor dequantize_blockwise(const Blockwise8& q) {
   const float* absmax = absmax_c.data_ptr<float>();
   const float* map = dynamic_map(q.is_signed).data_ptr<float>();
   float* dst = out.data_ptr<float>();
-  at::parallel_for(0, num_blocks(n, block), std::max<std::int64_t>(1, 32768 / block),
+  tessera::parallel_for(0, num_blocks(n, block), std::max<std::int64_t>(1, 32768 / block),
                    [&](std::int64_t b0, std::int64_t b1) {
                      for (std::int64_t b = b0; b < b1; ++b) {
                        const std::int64_t begin = b * block, end = std::min(n, begin + block);

@@ -1,3 +1,5 @@
+// implements: NF4 quantization (quant/nf4.hpp): multi-threaded loops for CPU tensors, tensor ops for the others,
+// and nf4_linear's autograd function.
 #include "tessera/quant/nf4.hpp"
 
 #include <ATen/ATen.h>
@@ -11,6 +13,7 @@
 #include <cmath>
 #include <string>
 
+#include "tessera/core/parallel.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/models/ops.hpp"
 
@@ -125,7 +128,7 @@ template <class T>
 bool quantize_cpu(const T* w, std::int64_t numel, std::int64_t block, float* absmax, std::uint8_t* codes) {
   const std::int64_t nblocks = (numel + block - 1) / block;
   std::atomic<bool> finite{true};
-  at::parallel_for(0, nblocks, grain_blocks(block), [&](std::int64_t b0, std::int64_t b1) {
+  tessera::parallel_for(0, nblocks, grain_blocks(block), [&](std::int64_t b0, std::int64_t b1) {
     for (std::int64_t b = b0; b < b1; ++b) {
       const std::int64_t begin = b * block, end = std::min(numel, begin + block);
       float am = 0.f;
@@ -158,7 +161,7 @@ bool quantize_cpu(const T* w, std::int64_t numel, std::int64_t block, float* abs
 template <class T>
 void dequantize_cpu(const std::uint8_t* codes, const float* absmax, std::int64_t numel, std::int64_t block, T* out) {
   const std::int64_t nblocks = (numel + block - 1) / block;
-  at::parallel_for(0, nblocks, grain_blocks(block), [&](std::int64_t b0, std::int64_t b1) {
+  tessera::parallel_for(0, nblocks, grain_blocks(block), [&](std::int64_t b0, std::int64_t b1) {
     for (std::int64_t b = b0; b < b1; ++b) {
       const std::int64_t begin = b * block, end = std::min(numel, begin + block);
       std::array<float, 16> lut;

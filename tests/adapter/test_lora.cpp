@@ -135,13 +135,20 @@ TEST_CASE("Lora saves a PEFT directory and resumes from it with adapter=DIR", "[
   CHECK(b->shape == std::vector<std::int64_t>{c.hidden_size, 8});
   CHECK(file.names().size() == static_cast<std::size_t>(2 * 3 * c.num_hidden_layers));
 
-  // adapter=DIR sets r, alpha and the targets from its config (the run config's lora_* are ignored).
+  // adapter=DIR sets r, alpha and the targets from its config (lora_dropout stays the run config's).
   RunConfig resume = small_run();
   resume.adapter = dir.string();
   Trainer<LoraFp32> t(resume, quiet());
   CHECK(t.lora().r == 8);
   CHECK(t.lora().alpha == 24.0);
   CHECK(t.lora().scaling() == 3.0);
+  // ... and the run config may not contradict it.
+  RunConfig contradicts = resume;
+  contradicts.lora_r = 4;
+  CHECK_THROWS_WITH(Trainer<LoraFp32>(contradicts, quiet()), Catch::Contains("lora_r=4") && Catch::Contains("r 8"));
+  contradicts = resume;
+  contradicts.lora_targets = "q_proj";
+  CHECK_THROWS_WITH(Trainer<LoraFp32>(contradicts, quiet()), Catch::Contains("lora_targets=q_proj"));
   const auto loaded = adapter_values(t);
   REQUIRE(loaded.size() == trained.size());
   for (std::size_t u = 0; u < loaded.size(); ++u) CHECK(at::equal(loaded[u], trained[u]));

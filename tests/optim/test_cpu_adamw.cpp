@@ -45,7 +45,8 @@ TEST_CASE("cpu_adamw_step equals torch::optim::AdamW over 100 steps (fp32)", "[o
   const at::Tensor init = at::randn({n});
   Adam ours(init);
   at::Tensor theirs = init.clone().requires_grad_(true);
-  torch::optim::AdamW reference({theirs}, torch::optim::AdamWOptions(1e-2).betas({0.9, 0.999}).eps(1e-8).weight_decay(0.01));
+  torch::optim::AdamW reference({theirs},
+                                torch::optim::AdamWOptions(1e-2).betas({0.9, 0.999}).eps(1e-8).weight_decay(0.01));
   for (int step = 1; step <= 100; ++step) {
     const at::Tensor grad = at::randn({n}) * (1.0 + step % 7) * (step % 3 == 0 ? 1e-3 : 1.0);
     cpu_adamw_step(ours.param, ours.exp_avg, ours.exp_avg_sq, grad, CpuAdamWHyper{1e-2, 0.9, 0.999, 1e-8, 0.01, step});
@@ -147,12 +148,14 @@ TEST_CASE("cpu_adamw_step rejects bad tensors naming the argument and the fix", 
   };
 
   at::Tensor transposed = at::randn({64, 64}).t();
-  CHECK_THAT(step(transposed, a.exp_avg, a.exp_avg_sq, grad), Contains("param (Float, cpu, 4096 elements, not contiguous) must be contiguous"));
+  CHECK_THAT(step(transposed, a.exp_avg, a.exp_avg_sq, grad),
+             Contains("param (Float, cpu, 4096 elements, not contiguous) must be contiguous"));
   at::Tensor dbl = at::zeros({n}, at::kDouble);
   CHECK_THAT(step(a.param, dbl, a.exp_avg_sq, grad), Contains("exp_avg (Double, cpu, 4096 elements) must be float32"));
   CHECK_THAT(step(a.param, a.exp_avg, dbl, grad), Contains("exp_avg_sq (Double"));
   at::Tensor bf16_param = init.to(at::kBFloat16);
-  CHECK_THAT(step(bf16_param, a.exp_avg, a.exp_avg_sq, grad), Contains("param (BFloat16") && Contains("must be float32;"));
+  CHECK_THAT(step(bf16_param, a.exp_avg, a.exp_avg_sq, grad),
+             Contains("param (BFloat16") && Contains("must be float32;"));
   CHECK_THAT(step(a.param, a.exp_avg, a.exp_avg_sq, at::ones({n}, at::kInt)),
              Contains("grad (Int") && Contains("must be float32, bfloat16 or float16"));
   CHECK_THAT(step(a.param, a.exp_avg, a.exp_avg_sq, at::randn({n - 1})),
@@ -160,7 +163,8 @@ TEST_CASE("cpu_adamw_step rejects bad tensors naming the argument and the fix", 
   CHECK_THAT(step(a.param, a.exp_avg, a.exp_avg_sq, at::randn({2 * n}).slice(0, 0, 2 * n, 2)),
              Contains("grad (Float, cpu, 4096 elements, not contiguous)") && Contains(".contiguous()"));
   at::Tensor meta = at::empty({n}, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
-  CHECK_THAT(step(a.param, meta, a.exp_avg_sq, grad), Contains("exp_avg (Float, meta, 4096 elements) must live on the CPU"));
+  CHECK_THAT(step(a.param, meta, a.exp_avg_sq, grad),
+             Contains("exp_avg (Float, meta, 4096 elements) must live on the CPU"));
   at::Tensor out_dbl = at::zeros({n}, at::kDouble), out_short = at::zeros({n / 2}, at::kHalf);
   CHECK_THAT(step(a.param, a.exp_avg, a.exp_avg_sq, grad, &out_dbl), Contains("param_out (Double"));
   CHECK_THAT(step(a.param, a.exp_avg, a.exp_avg_sq, grad, &out_short), Contains("param_out has 2048 elements"));

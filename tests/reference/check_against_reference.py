@@ -4,7 +4,8 @@ llama_reference.py (independent PyTorch code), then compares per-step losses and
 
 usage: check_against_reference.py EXE --config JSON [--dtype F32|BF16] [--llmc] [--accumulate A] [--rows R]
                                   [--optimizer adamw|sgd] [--steps N] [--tol 1e-4]
-Exit 0 when every loss and every saved tensor agrees within --tol (relative), 1 otherwise.
+Exit 0 when every loss and every saved tensor agrees within --tol (relative), 1 otherwise, 2 when tessera did not
+run. With --expect-mismatch (negative controls) exit 0 only when tessera ran and the comparison failed.
 """
 import argparse
 import json
@@ -34,7 +35,9 @@ def main():
     ap.add_argument("--optimizer", default="adamw")
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--tessera-extra", action="append", default=[],
-                    help="extra key=value for tessera only (negative controls: the check must then fail)")
+                    help="key=value for tessera only, replacing the script's value for that key")
+    ap.add_argument("--expect-mismatch", action="store_true",
+                    help="negative control: exit 0 only if tessera ran and the comparison failed")
     a = ap.parse_args()
     wd = 0.01 if a.optimizer == "adamw" else 0.0
     cfg = json.loads(a.config)
@@ -47,11 +50,18 @@ def main():
         subprocess.run(py + ["make-tokens", tokens, "--count", str(count), "--vocab", str(cfg["vocab_size"])]
                        + (["--llmc"] if a.llmc else []), check=True)
         metrics, saved = os.path.join(d, "metrics.jsonl"), os.path.join(d, "saved")
-        subprocess.run([a.exe, f"model_dir={model}", f"data={tokens}", f"batch_size={a.rows}", f"seq_len={a.seq_len}",
-                        f"accumulate_grad_batches={a.accumulate}", f"max_steps={a.steps}", f"lr={a.lr}",
-                        f"weight_decay={wd}", "threads=1", "device=cpu", f"metrics={metrics}", f"save_dir={saved}"]
-                       + a.tessera_extra,
-                       check=True, stdout=subprocess.DEVNULL)
+        args = dict(model_dir=model, data=tokens, batch_size=a.rows, seq_len=a.seq_len,
+                    accumulate_grad_batches=a.accumulate, max_steps=a.steps, lr=a.lr, weight_decay=wd, threads=1,
+                    device="cpu", metrics=metrics, save_dir=saved)
+        for kv in a.tessera_extra:  # replaces a key given above: tessera refuses a key given twice
+            key, _, value = kv.partition("=")
+            args[key] = value
+        cmd = [a.exe] + [f"{k}={v}" for k, v in args.items()]
+        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if proc.returncode != 0:
+            print(proc.stderr[-4000:], file=sys.stderr)
+            print(f"ERROR: tessera exited with {proc.returncode}: {' '.join(cmd)}")
+            return 2
         ours = [json.loads(l)["loss"] for l in open(metrics) if '"event":"step"' in l]
         torch.set_num_threads(1)
         cfg_ref, weights = ref.read_model_dir(model)
@@ -74,6 +84,9 @@ def main():
         moved = max((trained[n].double() - weights[n].double()).abs().max().item() for n in trained)
         ok = ok and worst_w <= a.tol and moved > 0 and set(trained) == set(reference.params)
         print("PASS" if ok else "FAIL")
+        if a.expect_mismatch:  # a negative control: it must have run and disagreed
+            print("negative control: " + ("mismatch seen, as expected" if not ok else "NO mismatch: the check is blind"))
+            return 0 if not ok else 1
         return 0 if ok else 1
 
 

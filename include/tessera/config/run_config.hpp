@@ -74,7 +74,8 @@ struct config_fields<RunConfig> {
       {"shard_group_size",
        "HybridShard: ranks per shard group, dividing the number of ranks; 0 = the ranks of one node"},
       {"reduce_dtype", "dtype gradients are averaged across ranks in: fp32, bf16 or fp16"},
-      {"lora_r", "Lora/QLora: adapter rank r >= 1 (ignored with adapter=DIR, whose config sets it)"},
+      {"lora_r", "Lora/QLora: adapter rank r >= 1 (with adapter=DIR its adapter_config.json sets r, lora_alpha and "
+                 "the targets; lora_r, lora_alpha, lora_targets may then only repeat them)"},
       {"lora_alpha", "Lora/QLora: adapter scaling numerator, > 0; the adapter path is scaled by lora_alpha / lora_r"},
       {"lora_dropout", "Lora/QLora: dropout probability in [0, 1) on the adapter path's input"},
       {"lora_targets",

@@ -36,7 +36,7 @@ class CpuOffload {
   at::Tensor& master(std::size_t unit) { return masters_[unit]; }
   at::Tensor& grad(std::size_t unit) { return grads_[unit]; }
   std::size_t num_units() const { return masters_.size(); }
-  std::int64_t master_bytes() const;  // 0 under OffloadParams (the store counts those)
+  std::int64_t master_bytes() const;  // masters + staging; 0 under OffloadParams (the store counts those)
   std::int64_t grad_bytes() const;
 
  private:

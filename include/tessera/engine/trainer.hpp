@@ -472,10 +472,12 @@ class Trainer {
     return n;
   }
 
-  // A dropout mask per (seed, step, micro-step, block, linear): recomputation reproduces it.
+  // A dropout mask per (seed, rank, step, micro-step, block, linear): recomputation reproduces it, and every rank
+  // draws its own for its own rows.
   std::uint64_t dropout_seed(std::size_t call, std::size_t linear) const {
     std::uint64_t h = static_cast<std::uint64_t>(cfg_.seed);
-    for (std::uint64_t v : {static_cast<std::uint64_t>(step_), static_cast<std::uint64_t>(micro_),
+    for (std::uint64_t v : {static_cast<std::uint64_t>(runtime_.rank), static_cast<std::uint64_t>(step_),
+                            static_cast<std::uint64_t>(micro_),
                             static_cast<std::uint64_t>(call), static_cast<std::uint64_t>(linear)}) {
       h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
     }

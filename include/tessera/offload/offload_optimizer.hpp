@@ -5,7 +5,7 @@
 // steps there (AdamW through the fused, vectorised, multi-threaded optim/cpu_adamw.hpp, one pass over memory);
 // the updated parameters return to the device in the compute dtype.
 // Device bytes per parameter (AdamW): 2 (bf16 params) + 2 (grads), optimizer state 0; the CPU holds 4 (master)
-// + 8 (AdamW state) + 2 (gradient copy). Works with every sharding policy; with ShardGradOp/FullShard each rank
+// + 8 (AdamW state) + 2 (gradient copy) + 2 (the bf16 copy-back buffer; none for fp32 on a CPU device). Works with every sharding policy; with ShardGradOp/FullShard each rank
 // offloads only its shard.
 #include <string_view>
 
