@@ -15,7 +15,14 @@ TEST_CASE("policy order does not matter and omitted axes take defaults", "[exper
   STATIC_REQUIRE(std::is_same_v<Defaults::precision, Fp32>);
   STATIC_REQUIRE(std::is_same_v<Defaults::checkpointing, NoCheckpoint>);
   STATIC_REQUIRE(std::is_same_v<Defaults::optimizer, AdamW>);
-  STATIC_REQUIRE(std::is_same_v<Defaults, Experiment<Llama, NoShard, Fp32, NoCheckpoint, AdamW>>);
+  STATIC_REQUIRE(std::is_same_v<Defaults::offload, NoOffload>);
+  STATIC_REQUIRE(std::is_same_v<Defaults::adapter, NoAdapter>);
+  STATIC_REQUIRE(std::is_same_v<Defaults, Experiment<Llama, NoShard, Fp32, NoCheckpoint, AdamW, NoOffload, NoAdapter>>);
+  STATIC_REQUIRE(std::is_same_v<Experiment<Llama, OffloadParams, Bf16True, FullShard, Adam8bit>,
+                                Experiment<Llama, Adam8bit, FullShard, Bf16True, OffloadParams>>);
+  STATIC_REQUIRE(std::is_same_v<Experiment<Llama, QLora, Ddp, Bf16Mixed>::adapter, QLora>);
+  STATIC_REQUIRE(std::is_same_v<Experiment<Llama, Lora, CheckpointEveryBlock>,
+                                Experiment<Llama, CheckpointEveryBlock, Lora>>);
   STATIC_REQUIRE_FALSE(std::is_same_v<Experiment<Llama, Bf16Mixed>, Experiment<Llama, Bf16True>>);
 }
 
@@ -26,7 +33,19 @@ TEST_CASE("policies satisfy their axis concepts", "[experiment]") {
   STATIC_REQUIRE(PrecisionPolicy<Fp16Mixed>);
   STATIC_REQUIRE(OptimizerPolicy<AdamW>);
   STATIC_REQUIRE(OptimizerPolicy<Sgd>);
+  STATIC_REQUIRE(OptimizerPolicy<Adam8bit>);
+  STATIC_REQUIRE(SegmentAwareOptimizer<Adam8bit>);
+  STATIC_REQUIRE(CpuFusedOptimizer<AdamW>);
+  STATIC_REQUIRE_FALSE(CpuFusedOptimizer<Sgd>);
   STATIC_REQUIRE(ShardingPolicy<NoShard>);
+  STATIC_REQUIRE(OffloadPolicy<NoOffload>);
+  STATIC_REQUIRE(OffloadPolicy<OffloadOptimizer>);
+  STATIC_REQUIRE(OffloadPolicy<OffloadParams>);
+  STATIC_REQUIRE(AdapterPolicy<NoAdapter>);
+  STATIC_REQUIRE(AdapterPolicy<Lora>);
+  STATIC_REQUIRE(AdapterPolicy<QLora>);
+  STATIC_REQUIRE(AdapterPolicy<QLoraT<false>>);
+  STATIC_REQUIRE_FALSE(OffloadPolicy<Lora>);
   STATIC_REQUIRE(models::ModelFamily<Llama>);
   STATIC_REQUIRE_FALSE(PrecisionPolicy<AdamW>);
   STATIC_REQUIRE_FALSE(Policy<Llama>);

@@ -57,6 +57,12 @@ TEST_CASE("OffloadParams with FullShard equals no offload (fp32)", "[offload][fs
   check_offload_parity<Experiment<models::Llama, FullShard, OffloadParams>>(parity_run(2, 2), 1e-6);
 }
 
+TEST_CASE("OffloadOptimizer with Adam8bit: the same 8-bit step on the host master", "[offload][adam8bit]") {
+  // Adam8bit's step runs the same CPU loop on the host master as on the device store here (both fp32 on the
+  // CPU), so the only difference offload can make is in the plumbing: equal to 1e-6.
+  check_offload_parity<Experiment<models::Llama, ShardGradOp, Adam8bit, OffloadOptimizer>>(parity_run(), 1e-6);
+}
+
 TEST_CASE("OffloadOptimizer with Ddp, Zero1 and HybridShard equals no offload (fp32)", "[offload]") {
   check_offload_parity<Experiment<models::Llama, Ddp, OffloadOptimizer>>(parity_run(), 1e-6);
   check_offload_parity<Experiment<models::Llama, Zero1, OffloadOptimizer>>(parity_run(), 1e-6);

@@ -19,6 +19,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import llama_reference as ref  # noqa: E402
+import tessera_run  # noqa: E402
 
 
 def main():
@@ -53,26 +54,15 @@ def main():
         args = dict(model_dir=model, data=tokens, batch_size=a.rows, seq_len=a.seq_len,
                     accumulate_grad_batches=a.accumulate, max_steps=a.steps, lr=a.lr, weight_decay=wd, threads=1,
                     device="cpu", metrics=metrics, save_dir=saved)
-        for kv in a.tessera_extra:  # replaces a key given above: tessera refuses a key given twice
-            key, _, value = kv.partition("=")
-            args[key] = value
-        cmd = [a.exe] + [f"{k}={v}" for k, v in args.items()]
-        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if proc.returncode != 0:
-            print(proc.stderr[-4000:], file=sys.stderr)
-            print(f"ERROR: tessera exited with {proc.returncode}: {' '.join(cmd)}")
+        ours = tessera_run.run(a.exe, args, a.tessera_extra)
+        if ours is None:
             return 2
-        ours = [json.loads(l)["loss"] for l in open(metrics) if '"event":"step"' in l]
         torch.set_num_threads(1)
         cfg_ref, weights = ref.read_model_dir(model)
         reference = ref.Llama(cfg_ref, weights)
         theirs = ref.train(reference, ref.read_tokens(tokens), a.steps, a.accumulate, a.rows, a.seq_len, a.lr, wd,
                            a.optimizer)
-        worst = 0.0
-        for s, (x, y) in enumerate(zip(ours, theirs)):
-            rel = abs(x - y) / abs(y)
-            worst = max(worst, rel)
-            print(f"step {s:3d}  tessera {x:.7f}  reference {y:.7f}  rel {rel:.2e}")
+        worst = tessera_run.compare_losses(ours, theirs)
         ok = len(ours) == a.steps and worst <= a.tol
         _, trained = ref.read_model_dir(saved)
         worst_w = 0.0

@@ -43,6 +43,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import llama_reference as ref  # noqa: E402
+import tessera_run  # noqa: E402
 
 
 def rel_diff(mine, theirs):
@@ -99,17 +100,9 @@ def run(a, cfg, targets, d):
                 threads=1, device="cpu", metrics=metrics, save_dir=saved)
     if a.merge:
         args["merge_adapter"] = "true"
-    for kv in a.tessera_extra:  # replaces a key given above: tessera rejects a key given twice
-        key, _, value = kv.partition("=")
-        args[key] = value
-    cmd = [a.exe] + [f"{k}={v}" for k, v in args.items()]
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        print(proc.stderr[-4000:], file=sys.stderr)
-        print(f"tessera exited with {proc.returncode}: {' '.join(cmd)}")
-        print("ERROR (tessera did not run)")
+    ours = tessera_run.run(a.exe, args, a.tessera_extra)
+    if ours is None:
         return 2
-    ours = [json.loads(l)["loss"] for l in open(metrics) if '"event":"step"' in l]
 
     torch.set_num_threads(1)
     cfg_ref, weights = ref.read_model_dir(model)
@@ -118,11 +111,7 @@ def run(a, cfg, targets, d):
     data = ref.read_tokens(tokens)
     theirs = ref.train(reference, data, a.steps, a.accumulate, a.rows, a.seq_len, a.lr, a.weight_decay)
 
-    worst = 0.0
-    for s, (x, y) in enumerate(zip(ours, theirs)):
-        rel = abs(x - y) / abs(y)
-        worst = max(worst, rel)
-        print(f"step {s:3d}  tessera {x:.7f}  reference {y:.7f}  rel {rel:.2e}")
+    worst = tessera_run.compare_losses(ours, theirs)
     ok = len(ours) == a.steps and worst <= a.tol
     print(f"losses: {len(ours)} of {a.steps} steps, worst relative difference {worst:.2e} (tolerance {a.tol:g})")
     if len(ours) != a.steps:

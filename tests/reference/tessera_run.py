@@ -1,0 +1,32 @@
+"""The tessera side of the reference checks: run an example binary with key=value arguments and read its
+per-step losses; compare them with the reference's. Shared by check_against_reference.py and
+check_lora_against_reference.py."""
+import json
+import subprocess
+import sys
+
+
+def run(exe, args, extra):
+    """Runs EXE with args (a dict) where each "key=value" of extra replaces that key (tessera refuses a key given
+    twice). Returns the losses of the metrics file args["metrics"], or None after printing why tessera failed."""
+    args = dict(args)
+    for kv in extra:
+        key, _, value = kv.partition("=")
+        args[key] = value
+    cmd = [exe] + [f"{k}={v}" for k, v in args.items()]
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        print(proc.stderr[-4000:], file=sys.stderr)
+        print(f"ERROR: tessera exited with {proc.returncode}: {' '.join(cmd)}")
+        return None
+    return [json.loads(line)["loss"] for line in open(args["metrics"]) if '"event":"step"' in line]
+
+
+def compare_losses(ours, theirs):
+    """Prints the per-step table; returns the worst relative difference."""
+    worst = 0.0
+    for s, (x, y) in enumerate(zip(ours, theirs)):
+        rel = abs(x - y) / abs(y)
+        worst = max(worst, rel)
+        print(f"step {s:3d}  tessera {x:.7f}  reference {y:.7f}  rel {rel:.2e}")
+    return worst
