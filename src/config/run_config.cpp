@@ -121,7 +121,7 @@ void validate(const RunConfig& cfg) {
             "weight_decay", "must be a finite number >= 0, or none for the optimizer's default");
   p.require(is_device(cfg.device), "device",
             "must be auto, cpu, cuda or cuda:N with N a GPU index, e.g. cuda:0");
-  p.require(cfg.threads >= 0, "threads", "must be >= 0 (0 = all cores)");
+  p.require(cfg.threads >= 0, "threads", "must be >= 0 (0 = the node's cores shared among its ranks)");
   p.require(cfg.log_every >= 1, "log_every", "must be >= 1 (print a step line every N steps)");
   p.require(cfg.memory_every >= 1, "memory_every",
             "must be >= 1 (memory snapshots at steps 0, 1 and every N)");

@@ -150,7 +150,7 @@ TEST_CASE("each validation rule names key, value and what is allowed", "[config]
       {{"device=cuda:x"}, "device=cuda:x", "auto, cpu, cuda or cuda:N"},
       {{"device=cuda:-1"}, "device=cuda:-1", "auto, cpu, cuda or cuda:N"},
       {{"device=CUDA"}, "device=CUDA", "auto, cpu, cuda or cuda:N"},
-      {{"threads=-1"}, "threads=-1", ">= 0 (0 = all cores)"},
+      {{"threads=-1"}, "threads=-1", ">= 0 (0 = the node's cores shared among its ranks)"},
       {{"log_every=0"}, "log_every=0", ">= 1"},
       {{"memory_every=0"}, "memory_every=0", ">= 1"},
       {{"model=gpt2"}, "model=gpt2", "use one of tiny, llama-1b"},
