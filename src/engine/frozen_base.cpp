@@ -34,6 +34,7 @@ FrozenBase::FrozenBase(const ParamStore& store, const std::vector<bool>& quantiz
       flat = at::empty({dense_numel}, at::TensorOptions().dtype(dtype).device(device));
     }
     const std::vector<at::Tensor> views = store.unit_views(u, src);
+    const std::vector<at::Tensor> kept = any_quantized ? std::vector<at::Tensor>() : store.unit_views(u, flat);
     std::vector<at::Tensor> unit;
     std::int64_t offset = 0;
     for (std::size_t k = 0; k < views.size(); ++k) {
@@ -42,7 +43,7 @@ FrozenBase::FrozenBase(const ParamStore& store, const std::vector<bool>& quantiz
         nf4_[i] = quant::nf4_quantize(views[k].to(device), double_quant);
         unit.emplace_back();
       } else if (!any_quantized) {
-        dense_[i] = store.unit_views(u, flat)[k];
+        dense_[i] = kept[k];
         unit.push_back(dense_[i]);
       } else {
         dense_[i] = flat.narrow(0, offset, specs_[i].numel()).view(specs_[i].shape);

@@ -233,7 +233,7 @@ class Trainer {
       const double inv_scale = 1.0 / scaler_.scale();
       bool local = true;
       for (std::size_t u = 0; u < store_.num_units(); ++u) {
-        at::Tensor& g = step_grad(u);
+        const at::Tensor g = step_grad(u);
         g.mul_(inv_scale);
         local = local && at::isfinite(g).all().template item<bool>();
       }
@@ -378,9 +378,9 @@ class Trainer {
   }
 
   // The gradient the optimizer step reads: the host copy under offload, else the device slice.
-  at::Tensor& step_grad(std::size_t u) {
+  at::Tensor step_grad(std::size_t u) {
     if constexpr (offloads_optimizer) return offload_->grad(u);
-    else return const_cast<at::Tensor&>(engine_.grad_slice(u));
+    else return engine_.grad_slice(u);
   }
 
   ShardPlan plan() const {
