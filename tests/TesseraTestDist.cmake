@@ -54,7 +54,15 @@ if(TESSERA_BUILD_EXAMPLES)
             -- ${_mpi4} $<TARGET_FILE:llama-hsdp-fp32> ${_tiny} shard_group_size=3)
   add_test(NAME dist.bad_value_reported_once
     COMMAND bash ${_fail_once} 60 "lr=-1" -- ${_mpi4} $<TARGET_FILE:llama-fsdp-fp32> ${_tiny} lr=-1)
-  set(_fail_tests dist.noshard_refuses_two_ranks dist.hybrid_group_must_divide dist.bad_value_reported_once)
+  # A FIFO in place of config.json: refused at once on every rank (it once hung them all in open()).
+  string(JOIN " " _mpi2_text ${_mpi2})
+  string(JOIN " " _tiny_text ${_tiny})
+  add_test(NAME dist.config_fifo_no_hang COMMAND bash -c
+    "d=$(mktemp -d); trap 'rm -rf $d' EXIT; $<TARGET_FILE:tessera_make_fixture> model $d/m && rm $d/m/config.json &&
+     mkfifo $d/m/config.json &&
+     bash ${_fail_once} 60 'config.json: is not a regular file' -- ${_mpi2_text} $<TARGET_FILE:llama-fsdp-fp32> model_dir=$d/m ${_tiny_text}")
+  set(_fail_tests dist.noshard_refuses_two_ranks dist.hybrid_group_must_divide dist.bad_value_reported_once
+      dist.config_fifo_no_hang)
 endif()
 set_tests_properties(dist.fail_on_rank1_in_forward ${_fail_tests} PROPERTIES ENVIRONMENT "${_dist_env}" LABELS dist
                      TIMEOUT 90)

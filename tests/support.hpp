@@ -2,7 +2,12 @@
 // Helpers shared by the test files: small run configs and tensor comparisons.
 #include <ATen/ATen.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "tessera/tessera.hpp"
 
@@ -43,6 +48,27 @@ inline double max_rel_diff(const at::Tensor& a, const at::Tensor& b) {
 inline double rel_norm_diff(const at::Tensor& a, const at::Tensor& b) {
   const at::Tensor da = a.detach().to(at::kDouble), db = b.detach().to(at::kDouble);
   return (da - db).norm().item<double>() / std::max(db.norm().item<double>(), 1e-300);
+}
+
+// An empty directory under the system temp dir, unique to this process and `tag`; the test removes it.
+inline std::filesystem::path fresh_dir(std::string_view tag) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tessera-" + std::string(tag) + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Runs `child` in a forked process and returns its wait status; the child never returns into Catch.
+template <class Child>
+int status_of_child(Child&& child) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    child();
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
 }
 
 }  // namespace tessera::testing

@@ -10,11 +10,14 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <optional>
 #include <string>
 #include <thread>
 #include <string_view>
 #include <vector>
+
+#include <c10/util/Exception.h>
 
 #include "tessera/config/run_config.hpp"
 #include "tessera/core/error.hpp"
@@ -40,6 +43,11 @@ int exit_code_of(Body&& body) {
     return body();
   } catch (const ConfigError& e) {
     return fail(2, e.what());
+  } catch (const c10::Error& e) {  // LibTorch's own message, without its C++ backtrace
+    return fail(1, e.what_without_backtrace());
+  } catch (const std::bad_alloc&) {
+    return fail(1, "out of host memory (an allocation failed); lower batch_size or seq_len, use activation "
+                   "checkpointing, a sharding or offload policy, or a smaller model");
   } catch (const std::exception& e) {
     return fail(1, e.what());
   }

@@ -3,11 +3,19 @@
 
 #include "tessera/models/llama_config.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <type_traits>
+#include <utility>
 #include <vector>
+
+#include "tessera/core/paths.hpp"
 
 namespace tessera {
 namespace {
@@ -67,17 +75,94 @@ bool is_file(const std::filesystem::path& path) {
   return std::filesystem::is_regular_file(path, ec);
 }
 
-// Where an output file or dir will be created; empty means the working directory.
-std::string parent_of(std::string_view output) {
-  std::string trimmed(output);
-  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();  // "out/" -> "out"
-  return std::filesystem::path(trimmed).parent_path().string();
+// The directory an output is created in ("." for a bare name); writable means we may create and rename
+// entries there (W_OK also fails on a read-only file system, for root too).
+std::filesystem::path parent_of(std::string_view output) {
+  const std::filesystem::path parent = normalized_path(std::string(output)).parent_path();
+  return parent.empty() ? std::filesystem::path(".") : parent;
 }
 
-void require_parent(Problems& p, std::string_view key, std::string_view output) {
-  const std::string parent = parent_of(output);
-  p.require(parent.empty() || is_dir(parent), key,
-            "parent directory " + parent + " does not exist; create it first");
+void require_writable_parent(Problems& p, std::string_view key, std::string_view output) {
+  const std::filesystem::path parent = parent_of(output);
+  if (!is_dir(parent)) {
+    p.require(false, key, "parent directory " + parent.string() + " does not exist; create it first");
+  } else if (::access(parent.c_str(), W_OK | X_OK) != 0) {
+    p.require(false, key, "cannot write in directory " + parent.string() + " (" + std::strerror(errno) +
+                              "); choose a directory you can write to");
+  }
+}
+
+// The run's inputs an output must not replace or be written into.
+void require_not_an_input(Problems& p, const RunConfig& cfg, std::string_view key, const std::string& output) {
+  const std::filesystem::path out = resolved_path(output);
+  if (!cfg.data.empty() && out == resolved_path(cfg.data))
+    p.require(false, key, "is the data file of this run; it would be overwritten. Choose another path");
+  for (const auto& [input_key, input] : {std::pair<std::string_view, const std::string&>{"model_dir", cfg.model_dir},
+                                         std::pair<std::string_view, const std::string&>{"adapter", cfg.adapter}})
+    if (!input.empty() && is_within(out, input))
+      p.require(false, key, "is inside " + std::string(input_key) + "=" + input +
+                                ", an input of this run; write outputs elsewhere");
+}
+
+void check_outputs(Problems& p, const RunConfig& cfg) {
+  if (!cfg.metrics.empty()) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(cfg.metrics, ec);
+    const bool names_dir = cfg.metrics.back() == '/' || std::filesystem::is_directory(status);
+    if (names_dir) {
+      p.require(false, "metrics", "names a directory; give the path of a file, e.g. metrics=run.jsonl");
+    } else if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+      p.require(false, "metrics",
+                "exists and is not a regular file (a device, FIFO or socket); give the path of a file to create "
+                "or replace");
+    } else {
+      require_writable_parent(p, "metrics", cfg.metrics);
+    }
+    require_not_an_input(p, cfg, "metrics", cfg.metrics);
+    if (!cfg.save_dir.empty() && is_within(cfg.metrics, cfg.save_dir))
+      p.require(false, "metrics",
+                resolved_path(cfg.metrics) == resolved_path(cfg.save_dir)
+                    ? "is also save_dir; give the metrics file and the saved weights different paths"
+                    : "is inside save_dir=" + cfg.save_dir + ", which is written whole at the end; put it elsewhere");
+  }
+  if (!cfg.save_dir.empty()) {
+    const std::filesystem::path dir = normalized_path(cfg.save_dir);
+    const std::string name = dir.filename().string();
+    if (dir == dir.root_path() || name == "." || name == "..") {
+      p.require(false, "save_dir", "names the root, the working directory or its parent; give a new directory, e.g. "
+                                   "save_dir=out");
+      return;
+    }
+    require_writable_parent(p, "save_dir", cfg.save_dir);
+    std::error_code ec;
+    const bool occupied = std::filesystem::exists(dir, ec) &&
+                          (!std::filesystem::is_directory(dir, ec) || !std::filesystem::is_empty(dir, ec));
+    p.require(!occupied, "save_dir",
+              "exists and is not an empty directory; choose a new directory (saved weights are never overwritten)");
+    require_not_an_input(p, cfg, "save_dir", cfg.save_dir);
+  }
+}
+
+// "must be <= N (why)": every numeric key has an upper bound (config/run_config.hpp, limits).
+template <class N>
+void require_at_most(Problems& p, std::string_view key, N value, N limit, std::string_view why) {
+  std::string bound = std::is_integral_v<N> ? std::to_string(limit) : detail::format_value(static_cast<double>(limit));
+  p.require(!(value > limit), key, "must be at most " + bound + " (" + std::string(why) + ")");
+}
+
+void check_upper_bounds(Problems& p, const RunConfig& cfg) {
+  require_at_most(p, "seq_len", cfg.seq_len, limits::seq_len, "8x the longest context of any supported model");
+  require_at_most(p, "batch_size", cfg.batch_size, limits::batch_size, "rows per rank per micro-step");
+  require_at_most(p, "accumulate_grad_batches", cfg.accumulate_grad_batches, limits::accumulate_grad_batches,
+                  "micro-steps per optimizer step");
+  require_at_most(p, "max_epochs", cfg.max_epochs, limits::max_epochs, "set max_steps for a run bounded by steps");
+  require_at_most(p, "max_steps", cfg.max_steps, limits::max_steps, "steps x tokens per step must fit 64 bits");
+  require_at_most(p, "num_train_samples", cfg.num_train_samples, limits::num_train_samples,
+                  "far more rows than any token file holds; -1 uses all of the data");
+  require_at_most(p, "shard_group_size", cfg.shard_group_size, limits::shard_group_size, "ranks per shard group");
+  require_at_most(p, "lora_r", cfg.lora_r, limits::lora_r, "wider than every linear layer of the supported models");
+  require_at_most(p, "bucket_cap_mb", cfg.bucket_cap_mb, limits::bucket_cap_mb, "1 TiB, more than any device holds");
+  require_at_most(p, "threads", cfg.threads, limits::threads, "threads per rank; 0 = the node's cores shared among ranks");
 }
 
 }  // namespace
@@ -134,16 +219,8 @@ void validate(const RunConfig& cfg) {
   p.require(cfg.data.empty() || is_file(cfg.data), "data",
             "not an existing file; give a nanoGPT uint16 .bin or llm.c .bin token file, or leave it empty "
             "for synthetic tokens");
-  if (!cfg.metrics.empty()) require_parent(p, "metrics", cfg.metrics);
-  if (!cfg.save_dir.empty()) {
-    require_parent(p, "save_dir", cfg.save_dir);
-    std::error_code ec;
-    const std::filesystem::path dir(cfg.save_dir);
-    const bool occupied = std::filesystem::exists(dir, ec) &&
-                          (!std::filesystem::is_directory(dir, ec) || !std::filesystem::is_empty(dir, ec));
-    p.require(!occupied, "save_dir",
-              "exists and is not an empty directory; choose a new directory (saved weights are never overwritten)");
-  }
+  check_upper_bounds(p, cfg);
+  check_outputs(p, cfg);
   p.throw_if_any();
 }
 

@@ -35,9 +35,13 @@ BatchOrder::BatchOrder(const TokenSource& tokens, BatchShape shape, std::int64_t
 
   const std::int64_t T = shape.seq_len;
   std::int64_t rows = 0;  // G
+  std::int64_t step_tokens = 0;  // tokens per optimizer step, which the trainer reports
   if (__builtin_mul_overflow(shape.world_size, shape.batch_size, &rows) ||
-      __builtin_mul_overflow(rows, T, &chunk_tokens_) || chunk_tokens_ == INT64_MAX) {
-    throw ConfigError("world_size*batch_size*seq_len overflows int64; use realistic sizes");
+      __builtin_mul_overflow(rows, T, &chunk_tokens_) || chunk_tokens_ == INT64_MAX ||
+      __builtin_mul_overflow(chunk_tokens_, shape.accumulate, &step_tokens)) {
+    throw ConfigError("world_size*batch_size*seq_len*accumulate_grad_batches = " + std::to_string(shape.world_size) + "*" +
+                      std::to_string(shape.batch_size) + "*" + std::to_string(T) + "*" + std::to_string(shape.accumulate) +
+                      " tokens per step overflows 64 bits; use realistic sizes");
   }
 
   const auto n = static_cast<std::int64_t>(tokens.size());
@@ -78,7 +82,12 @@ std::int64_t BatchOrder::total_steps(std::int64_t max_epochs, std::int64_t max_s
     throw ConfigError("max_epochs is " + std::to_string(max_epochs) + " and max_steps is " + std::to_string(max_steps) +
                       "; set max_steps > 0 or max_epochs >= 1");
   }
-  return max_epochs * steps_per_epoch();
+  std::int64_t steps = 0;
+  if (__builtin_mul_overflow(max_epochs, steps_per_epoch(), &steps)) {
+    throw ConfigError("max_epochs=" + std::to_string(max_epochs) + ": times the " + std::to_string(steps_per_epoch()) +
+                      " steps of an epoch overflows 64 bits; use fewer epochs, or max_steps");
+  }
+  return steps;
 }
 
 std::int64_t BatchOrder::chunk_start_token(std::int64_t step, std::int64_t micro) const {
@@ -104,6 +113,7 @@ void BatchOrder::fill(std::int64_t step, std::int64_t micro, std::int64_t rank, 
   }
   // Rank k's rows are contiguous in the chunk: B*T tokens starting at chunk start + k*B*T,
   // plus one more for the last target.
+  tokens_->ensure_unchanged();  // a token file cut short under us would end the process with SIGBUS
   const std::uint16_t* src = tokens_->tokens().data() + chunk_start_token(step, micro) + rank * B * T;
   for (std::size_t i = 0; i < want; ++i) {
     inputs[i] = src[i];

@@ -65,12 +65,12 @@ struct SplitMix64 {
 
 TokenSource TokenSource::open(const std::filesystem::path& path) {
   const std::string name = path.string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block us
   if (fd < 0) {
     throw FormatError("cannot open token file " + name + ": " + std::strerror(errno) +
                       "; check the path (relative paths are resolved from the working directory)");
   }
-  FdGuard guard{fd};
+  FdGuard guard{fd};  // until the source owns the descriptor
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     throw FormatError("token file " + name + " is not a regular file; give the path of an llm.c or nanoGPT .bin file");
@@ -87,6 +87,8 @@ TokenSource TokenSource::open(const std::filesystem::path& path) {
     throw FormatError("cannot mmap token file " + name + " (" + with_commas(bytes) + " bytes): " + std::strerror(errno));
   }
   src.map_bytes_ = bytes;
+  src.fd_ = ::dup(fd);  // the guard closes `fd`; the source keeps its own descriptor of the same file
+  src.path_ = name;
   const auto* base = static_cast<const unsigned char*>(src.map_);
 
   // The mapping is page-aligned and the header is 1024 bytes, so tokens are uint16-aligned.
@@ -122,6 +124,16 @@ TokenSource TokenSource::open(const std::filesystem::path& path) {
   return src;
 }
 
+void TokenSource::ensure_unchanged() const {
+  if (fd_ < 0) return;
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || static_cast<std::size_t>(st.st_size) != map_bytes_) {
+    throw FormatError("token file " + path_ + " changed size while training read it (was " + with_commas(map_bytes_) +
+                      " bytes, now " + with_commas(static_cast<std::uint64_t>(st.st_size)) +
+                      "); do not rewrite or truncate a token file during a run, copy it instead");
+  }
+}
+
 TokenSource TokenSource::synthetic(std::size_t n_tokens, std::uint32_t vocab_size, std::uint64_t seed) {
   if (n_tokens == 0) throw ConfigError("synthetic data: n_tokens is 0; ask for at least one token");
   if (vocab_size == 0 || vocab_size > 65536) {
@@ -147,6 +159,8 @@ TokenSource TokenSource::synthetic(std::size_t n_tokens, std::uint32_t vocab_siz
 TokenSource::TokenSource(TokenSource&& other) noexcept
     : map_(std::exchange(other.map_, nullptr)),
       map_bytes_(std::exchange(other.map_bytes_, 0)),
+      fd_(std::exchange(other.fd_, -1)),
+      path_(std::move(other.path_)),
       owned_(std::move(other.owned_)),  // steals the buffer, so tokens_ stays valid
       tokens_(std::exchange(other.tokens_, {})),
       description_(std::move(other.description_)),
@@ -157,6 +171,8 @@ TokenSource& TokenSource::operator=(TokenSource&& other) noexcept {
     release();
     map_ = std::exchange(other.map_, nullptr);
     map_bytes_ = std::exchange(other.map_bytes_, 0);
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
     owned_ = std::move(other.owned_);
     tokens_ = std::exchange(other.tokens_, {});
     description_ = std::move(other.description_);
@@ -169,6 +185,8 @@ TokenSource::~TokenSource() { release(); }
 
 void TokenSource::release() noexcept {
   if (map_ != nullptr) ::munmap(map_, map_bytes_);
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
   map_ = nullptr;
   map_bytes_ = 0;
   owned_.clear();

@@ -8,14 +8,16 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <set>
-#include <unistd.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/partial_files.hpp"
 #include "tessera/engine/param_store.hpp"
-#include "tessera/engine/save.hpp"
 #include "tessera/engine/tensor_bytes.hpp"
 #include "tessera/io/checkpoint_dir.hpp"
+#include "tessera/io/json_file.hpp"
 #include "tessera/io/safetensors.hpp"
 
 namespace tessera {
@@ -64,22 +66,29 @@ LoraSettings lora_settings(const RunConfig& cfg) {
   s.targets = split_targets(cfg.lora_targets);
   if (cfg.adapter.empty()) return s;
   const fs::path file = fs::path(cfg.adapter) / kConfigFile;
-  std::ifstream in(file);
-  if (!in) bad_adapter(file, "cannot be read; adapter= needs a PEFT LoRA directory with adapter_config.json");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    bad_adapter(file, std::string("is not valid JSON (") + e.what() + ")");
-  }
+  const nlohmann::json j = io::read_json_file(file, "adapter= needs a PEFT LoRA directory with adapter_config.json");
   if (!j.is_object()) bad_adapter(file, "is not a JSON object");
   if (j.contains("peft_type") && j["peft_type"] != "LORA")
-    bad_adapter(file, "peft_type is " + j["peft_type"].dump() + "; only LORA adapters are supported");
-  if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<std::int64_t>() < 1)
-    bad_adapter(file, "needs an integer r >= 1 (the adapter rank)");
+    bad_adapter(file, "peft_type is " + io::json_excerpt(j["peft_type"]) + "; only LORA adapters are supported");
+  // A parsed non-negative integer is stored unsigned; a negative one, a float or any other type is not.
+  const nlohmann::json r = j.value("r", nlohmann::json());
+  if (!r.is_number_unsigned() || r.get<std::uint64_t>() < 1 || r.get<std::uint64_t>() > static_cast<std::uint64_t>(limits::lora_r))
+    bad_adapter(file, "needs an integer r in [1, " + std::to_string(limits::lora_r) + "] (the adapter rank), got " +
+                          (j.contains("r") ? io::json_excerpt(r, 80) : std::string("no r")));
   s.r = j["r"].get<std::int64_t>();
-  s.alpha = j.contains("lora_alpha") && j["lora_alpha"].is_number() ? j["lora_alpha"].get<double>() : 8.0;  // PEFT's default
-  if (j.contains("use_rslora") && j["use_rslora"].is_boolean()) s.rslora = j["use_rslora"].get<bool>();
+  auto typed = [&](const char* key, bool ok, const char* wanted) {
+    if (j.contains(key) && !j[key].is_null() && !ok)
+      bad_adapter(file, std::string("\"") + key + "\" must be " + wanted + ", got " + io::json_type_phrase(j[key]) + " " +
+                            io::json_excerpt(j[key], 80));
+    return j.contains(key) && !j[key].is_null();
+  };
+  if (typed("lora_alpha", j.value("lora_alpha", nlohmann::json()).is_number(), "a number"))
+    s.alpha = j["lora_alpha"].get<double>();
+  else
+    s.alpha = 8.0;  // PEFT's default
+  if (!(std::isfinite(s.alpha) && s.alpha > 0)) bad_adapter(file, "lora_alpha must be a finite number > 0");
+  if (typed("use_rslora", j.value("use_rslora", nlohmann::json()).is_boolean(), "a boolean (true or false)"))
+    s.rslora = j["use_rslora"].get<bool>();
   if (!j.contains("target_modules")) bad_adapter(file, "has no target_modules");
   const auto& t = j["target_modules"];
   if (t.is_string()) {
@@ -94,8 +103,10 @@ LoraSettings lora_settings(const RunConfig& cfg) {
     bad_adapter(file, "target_modules must be a list of module names");
   }
   if (j.contains("bias") && j["bias"] != "none")
-    bad_adapter(file, "bias is " + j["bias"].dump() + "; only bias \"none\" adapters are supported");
-  if (j.value("fan_in_fan_out", false)) bad_adapter(file, "fan_in_fan_out is true; Llama linears need false");
+    bad_adapter(file, "bias is " + io::json_excerpt(j["bias"]) + "; only bias \"none\" adapters are supported");
+  if (typed("fan_in_fan_out", j.value("fan_in_fan_out", nlohmann::json()).is_boolean(), "a boolean (true or false)") &&
+      j["fan_in_fan_out"].get<bool>())
+    bad_adapter(file, "fan_in_fan_out is true; Llama linears need false");
   for (const char* key : {"rank_pattern", "alpha_pattern"})
     if (j.contains(key) && !j[key].is_null() && !j[key].empty())
       bad_adapter(file, std::string(key) + " is set; per-module ranks or alphas are not supported");
@@ -165,42 +176,37 @@ at::Tensor lora_dropout(const at::Tensor& x, double p, std::uint64_t seed) {
   return x * keep * (1.0 / (1.0 - p));
 }
 
-void save_peft_dir(const fs::path& dir, const LoraSettings& settings, const ParamStore& adapters,
-                   const std::string& base_model) {
-  fs::path tmp = dir;
-  tmp += ".partial-" + std::to_string(::getpid());
-  fs::remove_all(tmp);
-  try {
-    fs::create_directories(tmp);
-    std::set<std::string> modules;
-    for (const std::string& t : settings.targets) modules.insert(t);
-    const nlohmann::json config = {
-        {"peft_type", "LORA"},          {"task_type", "CAUSAL_LM"},
-        {"base_model_name_or_path", base_model},
-        {"r", settings.r},              {"lora_alpha", settings.alpha},
-        {"lora_dropout", settings.dropout},
-        {"target_modules", std::vector<std::string>(modules.begin(), modules.end())},
-        {"bias", "none"},               {"fan_in_fan_out", false},
-        {"use_rslora", settings.rslora}, {"inference_mode", true},
-        {"init_lora_weights", true},    {"modules_to_save", nullptr}};
-    std::ofstream(tmp / kConfigFile) << config.dump(2) << "\n";
-    std::vector<at::Tensor> host;
-    std::vector<io::TensorView> views;
-    const auto& specs = adapters.specs();
-    for (std::size_t u = 0; u < adapters.num_units(); ++u) {
-      const std::vector<at::Tensor> params = adapters.unit_views(u, adapters.full_units()[u]);
-      for (std::size_t k = 0; k < params.size(); ++k) {
-        host.push_back(params[k].detach().to(at::kCPU).contiguous());
-        views.push_back(tensor_view(specs[adapters.unit_specs(u)[k]].name, host.back()));
-      }
+StagedDir stage_peft_dir(const fs::path& dir, const LoraSettings& settings, const ParamStore& adapters,
+                         const std::string& base_model) {
+  StagedDir staged(dir);
+  const fs::path& tmp = staged.path();
+  std::set<std::string> modules;
+  for (const std::string& t : settings.targets) modules.insert(t);
+  const nlohmann::json config = {
+      {"peft_type", "LORA"},          {"task_type", "CAUSAL_LM"},
+      {"base_model_name_or_path", base_model},
+      {"r", settings.r},              {"lora_alpha", settings.alpha},
+      {"lora_dropout", settings.dropout},
+      {"target_modules", std::vector<std::string>(modules.begin(), modules.end())},
+      {"bias", "none"},               {"fan_in_fan_out", false},
+      {"use_rslora", settings.rslora}, {"inference_mode", true},
+      {"init_lora_weights", true},    {"modules_to_save", nullptr}};
+  std::ofstream config_file(tmp / kConfigFile);
+  config_file << config.dump(2) << "\n";
+  config_file.close();
+  if (!config_file) throw Error((tmp / kConfigFile).string() + ": cannot write: " + std::strerror(errno));
+  std::vector<at::Tensor> host;
+  std::vector<io::TensorView> views;
+  const auto& specs = adapters.specs();
+  for (std::size_t u = 0; u < adapters.num_units(); ++u) {
+    const std::vector<at::Tensor> params = adapters.unit_views(u, adapters.full_units()[u]);
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      host.push_back(params[k].detach().to(at::kCPU).contiguous());
+      views.push_back(tensor_view(specs[adapters.unit_specs(u)[k]].name, host.back()));
     }
-    io::write_safetensors(tmp / kWeightsFile, views, {{"format", "pt"}});
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(tmp, ignored);
-    throw;
   }
-  commit_dir(tmp, dir);
+  io::write_safetensors(tmp / kWeightsFile, views, {{"format", "pt"}});
+  return staged;
 }
 
 void load_peft_weights(ParamStore& adapters, const fs::path& dir) {

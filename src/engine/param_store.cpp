@@ -48,10 +48,21 @@ ParamStore::ParamStore(std::vector<ParamSpec> specs, c10::ScalarType dtype, c10:
   }
   const std::int64_t g = layout_.group_size;
   const auto options = at::TensorOptions().dtype(dtype_).device(device_).pinned_memory(pin_memory && device_.is_cpu());
+  for (std::size_t u = 0; u < units; ++u) padded_numel_.push_back((unit_numel_[u] + g - 1) / g * g);
   for (std::size_t u = 0; u < units; ++u) {
-    padded_numel_.push_back((unit_numel_[u] + g - 1) / g * g);
-    // Zeros: the padding must stay zero (its gradients are zero, so every optimizer keeps it there).
-    flats_.push_back(at::zeros({layout_.store_shards ? padded_numel_[u] / g : padded_numel_[u]}, options));
+    const std::int64_t numel = layout_.store_shards ? padded_numel_[u] / g : padded_numel_[u];
+    try {
+      // Zeros: the padding must stay zero (its gradients are zero, so every optimizer keeps it there).
+      flats_.push_back(at::zeros({numel}, options));
+    } catch (const std::exception&) {  // c10::Error from the allocator, or std::bad_alloc
+      std::int64_t total = 0;
+      for (std::size_t k = 0; k < units; ++k) total += layout_.store_shards ? padded_numel_[k] / g : padded_numel_[k];
+      const auto bytes = [&](std::int64_t n) { return std::to_string(n * static_cast<std::int64_t>(c10::elementSize(dtype_))); };
+      throw Error("out of memory on " + device_.str() + ": cannot allocate " + bytes(numel) + " bytes for unit " +
+                  std::to_string(u) + " of the parameters (" + bytes(total) + " bytes in all, " + c10::toString(dtype_) +
+                  "); use a smaller model, a sharding policy that splits the parameters (FullShard), OffloadParams, "
+                  "or a device with more memory");
+    }
   }
 }
 
@@ -117,30 +128,46 @@ void ParamStore::initialize(double std, std::uint64_t seed) {
   });
 }
 
-void ParamStore::load(const io::CheckpointDir& dir) {
+void ParamStore::check_loadable(std::span<const ParamSpec> specs, const io::CheckpointDir& dir) {
+  const std::string where = dir.dir().string() + ": ";
   std::set<std::string> expected;
-  for (const auto& s : specs_) expected.insert(s.name);
+  for (const auto& s : specs) expected.insert(s.name);
   std::vector<std::string> unknown;
   for (const auto& name : dir.names())
     if (!expected.count(name) && !is_known_buffer(name)) unknown.push_back(name);
   if (!unknown.empty()) {
     std::string list;
-    for (std::size_t i = 0; i < unknown.size() && i < 5; ++i) list += (i ? ", " : "") + unknown[i];
-    throw FormatError("checkpoint has " + std::to_string(unknown.size()) + " tensor(s) this model does not use (" +
+    for (std::size_t i = 0; i < unknown.size() && i < 5; ++i) list += (i ? ", " : "") + unknown[i].substr(0, 120);
+    throw FormatError(where + "checkpoint has " + std::to_string(unknown.size()) + " tensor(s) this model does not use (" +
                       list + (unknown.size() > 5 ? ", ..." : "") +
                       "); its config.json does not match its weights, or it is not a Llama checkpoint");
   }
-  for (const auto& s : specs_) {
+  for (const auto& s : specs) {
     const io::TensorInfo* info = dir.find(s.name);
     if (!info)
-      throw FormatError("checkpoint lacks tensor '" + s.name + "' (shape " + shape_string(s.shape) +
+      throw FormatError(where + "checkpoint lacks tensor '" + s.name + "' (shape " + shape_string(s.shape) +
                         "); the directory is incomplete or its config.json describes another model");
     if (info->shape != s.shape)
-      throw FormatError("checkpoint tensor '" + s.name + "' has shape " + shape_string(info->shape) +
-                        " but config.json implies " + shape_string(s.shape));
+      throw FormatError(where + "checkpoint tensor '" + s.name + "' has shape " + shape_string(info->shape) +
+                        " but config.json implies " + shape_string(s.shape) +
+                        "; config.json and the weights describe different models");
+    const bool floating = info->dtype == io::StDType::F32 || info->dtype == io::StDType::BF16 ||
+                          info->dtype == io::StDType::F16 || info->dtype == io::StDType::F64;
+    if (!floating)
+      throw FormatError(where + "checkpoint tensor '" + s.name + "' has dtype " + std::string(io::dtype_name(info->dtype)) +
+                        "; parameters must be stored as F32, BF16, F16 or F64 (an integer or bool tensor is not a "
+                        "weight, and quantized checkpoints are not read)");
   }
+}
+
+void ParamStore::load(const io::CheckpointDir& dir) {
+  check_loadable(specs_, dir);
   fill_units([&](std::size_t i, const at::Tensor& view) {
-    view.copy_(tensor_from_bytes(*dir.find(specs_[i].name), dir.bytes(specs_[i].name)));
+    const at::Tensor loaded = tensor_from_bytes(*dir.find(specs_[i].name), dir.bytes(specs_[i].name));
+    if (const std::int64_t bad = loaded.numel() - at::isfinite(loaded).sum().item<std::int64_t>(); bad > 0)
+      throw FormatError(dir.dir().string() + ": checkpoint tensor '" + specs_[i].name + "' holds " + std::to_string(bad) +
+                        " NaN or Inf value(s); the weights are corrupt or come from a diverged run");
+    view.copy_(loaded);
   });
 }
 

@@ -30,6 +30,10 @@ Runtime make_runtime(const RunConfig& cfg, const JobPlace& place) {
     }
   }
   const auto cores = static_cast<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+  if (cfg.threads > cores)
+    throw ConfigError("threads=" + std::to_string(cfg.threads) + ": this machine runs " + std::to_string(cores) +
+                      " hardware threads; use at most " + std::to_string(cores) +
+                      " (0 = the node's cores shared among its ranks)");
   rt.threads = cfg.threads > 0 ? cfg.threads : std::max<std::int64_t>(1, cores / std::max(1, place.local_size));
   at::set_num_threads(static_cast<int>(rt.threads));
   return rt;

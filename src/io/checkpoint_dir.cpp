@@ -10,13 +10,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
 
 #include "tessera/core/error.hpp"
+#include "tessera/io/json_file.hpp"
 
 namespace tessera::io {
 namespace {
@@ -53,15 +52,7 @@ bool is_existing_file(const fs::path& path) {
 
 // The index's weight_map grouped by shard: shard file name -> tensor names the index places there.
 std::map<std::string, std::vector<std::string>> read_index(const fs::path& index_path) {
-  std::ifstream in(index_path, std::ios::binary);
-  if (!in) fail(index_path, "cannot open for reading");
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  json index;
-  try {
-    index = json::parse(text);
-  } catch (const json::parse_error& error) {
-    fail(index_path, "is not valid JSON (" + std::string(error.what()) + ")");
-  }
+  const json index = read_json_file(index_path, "a sharded Hugging Face checkpoint needs its index");
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
     fail(index_path, "must be a JSON object with a \"weight_map\" object {tensor name: shard file name}");
   }
@@ -69,7 +60,7 @@ std::map<std::string, std::vector<std::string>> read_index(const fs::path& index
   for (const auto& [name, file] : index["weight_map"].items()) {
     const std::string file_name = file.is_string() ? file.get<std::string>() : "";
     if (file_name.empty() || file_name == "." || file_name == ".." || fs::path(file_name).has_parent_path()) {
-      fail(index_path, "weight_map maps tensor '" + name + "' to " + file.dump() +
+      fail(index_path, "weight_map maps tensor '" + name.substr(0, 120) + "' to " + json_excerpt(file) +
                            " but a shard must be a plain file name in the same directory");
     }
     names_by_shard[file_name].push_back(name);

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "tessera/core/error.hpp"
+#include "tessera/io/json_file.hpp"
 
 namespace tessera::io {
 namespace {
@@ -87,14 +88,6 @@ std::string printable(std::string_view bytes) {
     }
   }
   return text;
-}
-
-// A JSON value for a message, cut to 200 characters so a huge malformed value cannot flood it;
-// ASCII-only (non-ASCII as \uXXXX) so the cut cannot split a UTF-8 sequence.
-std::string excerpt(const json& value) {
-  constexpr std::size_t kMaxChars = 200;
-  const std::string text = value.dump(-1, ' ', /*ensure_ascii=*/true);
-  return text.size() <= kMaxChars ? text : text.substr(0, kMaxChars) + "...";
 }
 
 // Bytes a tensor of this dtype and (non-negative) shape occupies; nullopt if that overflows u64
@@ -187,13 +180,13 @@ class HeaderKeyChecker final : public nlohmann::json_sax<json> {
 std::map<std::string, std::string> parse_metadata(const fs::path& path, const json& value) {
   if (!value.is_object()) {
     fail(path, "\"__metadata__\" must be an object of string values but is a " + std::string(value.type_name()) + ": " +
-                   excerpt(value));
+                   json_excerpt(value));
   }
   std::map<std::string, std::string> metadata;
   for (const auto& [key, entry] : value.items()) {
     if (!entry.is_string()) {
       fail(path, "\"__metadata__\" must be an object of string values but key '" + key + "' has " +
-                     std::string(entry.type_name()) + " value " + excerpt(entry));
+                     std::string(entry.type_name()) + " value " + json_excerpt(entry));
     }
     metadata.emplace(key, entry.get<std::string>());
   }
@@ -207,7 +200,7 @@ TensorInfo parse_tensor_entry(const fs::path& path, const std::string& name, con
                               entry.contains("shape") && entry.contains("data_offsets");
   if (!has_exact_keys) {
     fail(path, tensor + " must be an object with exactly the keys \"dtype\", \"shape\", \"data_offsets\" but is " +
-                   excerpt(entry) + kCorrupt);
+                   json_excerpt(entry) + kCorrupt);
   }
   TensorInfo info;
   info.name = name;
@@ -215,17 +208,17 @@ TensorInfo parse_tensor_entry(const fs::path& path, const std::string& name, con
   const json& dtype = entry["dtype"];
   const auto parsed_dtype = dtype.is_string() ? parse_dtype(dtype.get<std::string>()) : std::nullopt;
   if (!parsed_dtype) {
-    fail(path, tensor + " has dtype " + excerpt(dtype) + " but tessera supports only " + supported_dtype_list());
+    fail(path, tensor + " has dtype " + json_excerpt(dtype) + " but tessera supports only " + supported_dtype_list());
   }
   info.dtype = *parsed_dtype;
 
   const json& shape = entry["shape"];
   const std::string shape_rule = std::string(" but a shape must be a list of non-negative integers") + kCorrupt;
-  if (!shape.is_array()) fail(path, tensor + " has shape " + excerpt(shape) + shape_rule);
+  if (!shape.is_array()) fail(path, tensor + " has shape " + json_excerpt(shape) + shape_rule);
   for (const json& dim : shape) {
     const auto value = as_non_negative_integer(dim);
     if (!value || *value > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      fail(path, tensor + " has shape " + excerpt(shape) + shape_rule);
+      fail(path, tensor + " has shape " + json_excerpt(shape) + shape_rule);
     }
     info.shape.push_back(static_cast<std::int64_t>(*value));
   }
@@ -233,7 +226,7 @@ TensorInfo parse_tensor_entry(const fs::path& path, const std::string& name, con
   const json& offsets = entry["data_offsets"];
   const auto begin_end = parse_data_offsets(offsets);
   if (!begin_end) {
-    fail(path, tensor + " has data_offsets " + excerpt(offsets) +
+    fail(path, tensor + " has data_offsets " + json_excerpt(offsets) +
                    " but data_offsets must be [begin, end]: two non-negative integers with begin <= end" + kCorrupt);
   }
   std::tie(info.begin, info.end) = *begin_end;
@@ -372,7 +365,8 @@ SafetensorsFile SafetensorsFile::open(const fs::path& path) {
   SafetensorsFile file;
   file.path_ = path;
   {
-    const FileDescriptor descriptor{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+    // O_NONBLOCK: a FIFO in place of the file must not block us (it is then refused as not regular).
+    const FileDescriptor descriptor{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
     if (descriptor.fd < 0) fail(path, std::string("cannot open for reading: ") + std::strerror(errno));
     struct stat status {};
     if (::fstat(descriptor.fd, &status) != 0) fail(path, std::string("cannot stat: ") + std::strerror(errno));
@@ -412,6 +406,13 @@ SafetensorsFile SafetensorsFile::open(const fs::path& path) {
                                         : "\"" + printable(header_text.substr(0, 16)) + "\"") +
                    kCorrupt);
   }
+  // The format pads the header with spaces; a NUL byte anywhere is corruption (and would end nlohmann's
+  // input early, hiding what follows).
+  if (const std::size_t nul = header_text.find('\0'); nul != std::string_view::npos) {
+    fail(path, "header has a NUL byte at header offset " + std::to_string(nul) +
+                   "; safetensors headers are UTF-8 JSON padded with spaces" + kCorrupt);
+  }
+  if (const auto too_deep = json_nesting_error(header_text)) fail(path, "header " + *too_deep + kCorrupt);
   HeaderKeyChecker checker(path);
   json::sax_parse(header_text.begin(), header_text.end(), &checker);
   const json header = json::parse(header_text);  // cannot fail: the same text just parsed

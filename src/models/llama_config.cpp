@@ -1,12 +1,15 @@
 #include "tessera/models/llama_config.hpp"
 
 #include <array>
+#include <cerrno>
+#include <climits>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <utility>
 
 #include "tessera/core/error.hpp"
+#include "tessera/io/json_file.hpp"
 
 namespace tessera::models {
 namespace {
@@ -76,6 +79,19 @@ void LlamaConfig::validate(std::string_view origin) const {
   positive("num_attention_heads", num_attention_heads);
   positive("num_key_value_heads", num_key_value_heads);
   positive("head_dim", head_dim);
+  positive("max_position_embeddings", max_position_embeddings);
+  // Wider than any published Llama by far, and small enough that every parameter count fits in 64 bits.
+  auto at_most = [&](std::string_view key, std::int64_t v, std::int64_t limit) {
+    if (v > limit)
+      fail(std::string(key) + "=" + std::to_string(v) + " exceeds " + std::to_string(limit) +
+           ", far beyond any published Llama; the file is corrupt or describes another model");
+  };
+  at_most("hidden_size", hidden_size, 1 << 20);
+  at_most("intermediate_size", intermediate_size, 1 << 22);
+  at_most("num_hidden_layers", num_hidden_layers, 4096);
+  at_most("num_attention_heads", num_attention_heads, 1 << 16);
+  at_most("num_key_value_heads", num_key_value_heads, 1 << 16);
+  at_most("head_dim", head_dim, 1 << 16);
   if (num_attention_heads % num_key_value_heads != 0)
     fail("num_attention_heads=" + std::to_string(num_attention_heads) + " is not a multiple of num_key_value_heads=" +
          std::to_string(num_key_value_heads) + "; grouped-query attention needs whole groups");
@@ -99,39 +115,49 @@ LlamaConfig llama_preset(std::string_view name) {
 
 LlamaConfig read_llama_config(const std::filesystem::path& path) {
   const std::string where = path.string();
-  std::ifstream in(path);
-  if (!in) throw FormatError(where + ": cannot open; a Hugging Face model directory needs its config.json");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw FormatError(where + ": not valid JSON (" + e.what() + ")");
-  }
-  if (!j.is_object()) throw FormatError(where + ": top level must be a JSON object");
-  auto require = [&](const char* key) -> const nlohmann::json& {
-    if (!j.contains(key)) throw FormatError(where + ": missing key \"" + key + "\"");
-    return j.at(key);
+  const nlohmann::json j = io::read_json_file(path, "a Hugging Face Llama directory needs its config.json");
+  if (!j.is_object()) throw FormatError(where + ": top level must be a JSON object, got " + io::json_type_phrase(j));
+  // Every message names the file, the key, what it holds and what it must hold.
+  auto wrong = [&](std::string_view key, std::string_view wanted, const nlohmann::json& v) -> FormatError {
+    return FormatError(where + ": \"" + std::string(key) + "\" must be " + std::string(wanted) + ", got " +
+                       io::json_type_phrase(v) + (v.is_null() ? "" : " " + io::json_excerpt(v, 80)));
   };
+  auto present = [&](const char* key) { return j.contains(key) && !j.at(key).is_null(); };
   auto integer = [&](const char* key) {
-    const auto& v = require(key);
-    if (!v.is_number_integer()) throw FormatError(where + ": \"" + key + "\" must be an integer, got " + v.dump());
+    if (!j.contains(key)) throw FormatError(where + ": missing key \"" + std::string(key) + "\"");
+    const auto& v = j.at(key);
+    if (!v.is_number_integer()) throw wrong(key, "an integer", v);
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+      throw wrong(key, "an integer below 2^63", v);
     return v.get<std::int64_t>();
   };
   auto number_or = [&](const char* key, double fallback) {
-    if (!j.contains(key) || j.at(key).is_null()) return fallback;
-    if (!j.at(key).is_number()) throw FormatError(where + ": \"" + key + "\" must be a number, got " + j.at(key).dump());
+    if (!present(key)) return fallback;
+    if (!j.at(key).is_number()) throw wrong(key, "a number", j.at(key));
     return j.at(key).get<double>();
   };
-  const auto model_type = j.value("model_type", std::string{});
+  // A boolean or string key may be absent, but not null: Hugging Face writes no null there.
+  auto boolean_or = [&](const char* key, bool fallback) {
+    if (!j.contains(key)) return fallback;
+    if (!j.at(key).is_boolean()) throw wrong(key, "a boolean (true or false)", j.at(key));
+    return j.at(key).get<bool>();
+  };
+  auto string_or = [&](const char* key, std::string fallback) {
+    if (!j.contains(key)) return fallback;
+    if (!j.at(key).is_string()) throw wrong(key, "a string", j.at(key));
+    return j.at(key).get<std::string>();
+  };
+  const std::string model_type = string_or("model_type", "");
   if (model_type != "llama")
     throw FormatError(where + ": model_type is \"" + model_type + "\"; tessera's Llama family reads model_type \"llama\"");
-  if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null())
-    throw FormatError(where + ": rope_scaling " + j.at("rope_scaling").dump() +
+  if (present("rope_scaling"))
+    throw FormatError(where + ": rope_scaling " + io::json_excerpt(j.at("rope_scaling")) +
                       " is not supported; use a checkpoint with plain rotary embeddings (rope_scaling null)");
   for (const char* bias : {"attention_bias", "mlp_bias"})
-    if (j.value(bias, false)) throw FormatError(where + ": \"" + std::string(bias) + "\": true is not supported (Llama has no biases)");
-  if (j.value("hidden_act", std::string("silu")) != "silu")
-    throw FormatError(where + ": hidden_act " + j.at("hidden_act").dump() + " is not supported; Llama uses \"silu\"");
+    if (boolean_or(bias, false))
+      throw FormatError(where + ": \"" + std::string(bias) + "\": true is not supported (Llama has no biases)");
+  if (const std::string act = string_or("hidden_act", "silu"); act != "silu")
+    throw FormatError(where + ": hidden_act " + io::json_excerpt(act, 80) + " is not supported; Llama uses \"silu\"");
 
   LlamaConfig c;
   c.vocab_size = integer("vocab_size");
@@ -139,16 +165,13 @@ LlamaConfig read_llama_config(const std::filesystem::path& path) {
   c.intermediate_size = integer("intermediate_size");
   c.num_hidden_layers = integer("num_hidden_layers");
   c.num_attention_heads = integer("num_attention_heads");
-  c.num_key_value_heads = j.contains("num_key_value_heads") && !j.at("num_key_value_heads").is_null()
-                              ? integer("num_key_value_heads")
-                              : c.num_attention_heads;
-  c.head_dim = j.contains("head_dim") && !j.at("head_dim").is_null() ? integer("head_dim")
-                                                                      : c.hidden_size / std::max<std::int64_t>(1, c.num_attention_heads);
-  c.max_position_embeddings = j.contains("max_position_embeddings") ? integer("max_position_embeddings") : 2048;
+  c.num_key_value_heads = present("num_key_value_heads") ? integer("num_key_value_heads") : c.num_attention_heads;
+  c.head_dim = present("head_dim") ? integer("head_dim") : c.hidden_size / std::max<std::int64_t>(1, c.num_attention_heads);
+  c.max_position_embeddings = present("max_position_embeddings") ? integer("max_position_embeddings") : 2048;
   c.rms_norm_eps = number_or("rms_norm_eps", 1e-6);
   c.rope_theta = number_or("rope_theta", 10000.0);
   c.initializer_range = number_or("initializer_range", 0.02);
-  c.tie_word_embeddings = j.value("tie_word_embeddings", false);
+  c.tie_word_embeddings = boolean_or("tie_word_embeddings", false);
   try {
     c.validate(where);
   } catch (const ConfigError& e) {
@@ -185,7 +208,8 @@ std::string llama_config_json(const LlamaConfig& c, std::string_view torch_dtype
 void write_llama_config(const std::filesystem::path& path, const LlamaConfig& c, std::string_view torch_dtype) {
   std::ofstream out(path);
   out << llama_config_json(c, torch_dtype, 2) << "\n";
-  if (!out) throw Error(path.string() + ": could not write config.json");
+  out.close();  // a full disk shows only when the buffer is written
+  if (!out) throw Error(path.string() + ": could not write config.json: " + std::strerror(errno));
 }
 
 }  // namespace tessera::models

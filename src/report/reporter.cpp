@@ -75,7 +75,6 @@ void Reporter::done(double train_s, std::int64_t peak_bytes, nlohmann::json extr
   nlohmann::json record = {{"event", "done"}, {"train_s", train_s}, {"peak", peak_bytes}};
   record.update(extra);
   metrics_.write(record);
-  metrics_.commit();
 }
 
 }  // namespace tessera

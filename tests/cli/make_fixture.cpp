@@ -1,9 +1,14 @@
 // tessera_make_fixture: writes small, valid inputs that the CLI tests then break on purpose.
 //   tessera_make_fixture model DIR        a 2-block Llama (vocab 256, hidden 32) as a Hugging Face dir
 //   tessera_make_fixture tokens FILE N    N uint16 tokens (nanoGPT raw format), ids < 256
+//   tessera_make_fixture deep-json FILE PREFIX DEPTH SUFFIX [safetensors]
+//                                         PREFIX, DEPTH nested '[' and ']', SUFFIX (as a safetensors header:
+//                                         with the u64 length in front and space padding)
+//   tessera_make_fixture poison DIR       the first weight of DIR/model.safetensors becomes NaN
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -35,6 +40,30 @@ int main(int argc, char** argv) {
         .write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(n * 2));
     return 0;
   }
-  std::fprintf(stderr, "usage: %s model DIR | tokens FILE N\n", argc > 0 ? argv[0] : "tessera_make_fixture");
+  if (kind == "deep-json" && (argc == 6 || argc == 7)) {
+    const auto depth = static_cast<std::size_t>(std::stol(argv[4]));
+    std::string text = argv[3] + std::string(depth, '[') + std::string(depth, ']') + argv[5];
+    std::ofstream out(argv[2], std::ios::binary);
+    if (argc == 7) {
+      text.append((8 - text.size() % 8) % 8, ' ');
+      char length[8];
+      for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+      out.write(length, 8);
+    }
+    out << text;
+    return out ? 0 : 1;
+  }
+  if (kind == "poison" && argc == 3) {
+    std::fstream file(std::string(argv[2]) + "/model.safetensors", std::ios::binary | std::ios::in | std::ios::out);
+    unsigned char length[8] = {};
+    file.read(reinterpret_cast<char*>(length), 8);
+    std::uint64_t header = 0;
+    for (int i = 0; i < 8; ++i) header |= static_cast<std::uint64_t>(length[i]) << (8 * i);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    file.seekp(static_cast<std::streamoff>(8 + header));
+    file.write(reinterpret_cast<const char*>(&nan), sizeof nan);
+    return file ? 0 : 1;
+  }
+  std::fprintf(stderr, "usage: %s model DIR | tokens FILE N | deep-json FILE PREFIX DEPTH SUFFIX [safetensors] | poison DIR\n", argc > 0 ? argv[0] : "tessera_make_fixture");
   return 2;
 }

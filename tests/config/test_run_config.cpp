@@ -68,7 +68,8 @@ TEST_CASE("RunConfig defaults are valid and match the documented ones", "[config
 // Setting every key at once also proves the name table is in the struct's field order.
 TEST_CASE("every RunConfig key can be overridden", "[config]") {
   TempDir tmp;
-  const std::string model_dir = "model_dir=" + tmp.dir();
+  fs::create_directories(tmp.dir() + "/model");  // outputs may not be written inside it
+  const std::string model_dir = "model_dir=" + tmp.dir() + "/model";
   const std::string data = "data=" + tmp.file();
   const std::string metrics = "metrics=" + tmp.dir() + "/m.jsonl";
   const std::string save_dir = "save_dir=" + tmp.dir() + "/out/";
@@ -78,7 +79,7 @@ TEST_CASE("every RunConfig key can be overridden", "[config]") {
                                "seed=7", "weight_decay=0.1", metrics, save_dir, "device=cuda:1",
                                "threads=4", "log_every=10", "memory_every=5"});
   CHECK(cfg.model == "open-llama-7b");
-  CHECK(cfg.model_dir == tmp.dir());
+  CHECK(cfg.model_dir == tmp.dir() + "/model");
   CHECK(cfg.data == tmp.file());
   CHECK(cfg.seq_len == 1024);
   CHECK(cfg.lr == 3e-4);
@@ -162,6 +163,30 @@ TEST_CASE("each validation rule names key, value and what is allowed", "[config]
        "parent directory " + tmp.missing() + " does not exist"},
       {{"save_dir=" + tmp.missing() + "/out/"}, "save_dir=" + tmp.missing() + "/out/",
        "parent directory " + tmp.missing() + " does not exist"},
+      // Upper bounds: each names the bound and why.
+      {{"seq_len=4294967296"}, "seq_len=4294967296", "at most 1048576 (8x the longest context"},
+      {{"batch_size=1048577"}, "batch_size=1048577", "at most 1048576"},
+      {{"accumulate_grad_batches=9223372036854775807"}, "accumulate_grad_batches=9223372036854775807", "at most 1048576"},
+      {{"max_epochs=9223372036854775807"}, "max_epochs=9223372036854775807", "at most 1000000 (set max_steps"},
+      {{"max_steps=9223372036854775807"}, "max_steps=9223372036854775807", "at most 1000000000000"},
+      {{"num_train_samples=9223372036854775807"}, "num_train_samples=9223372036854775807", "at most 1099511627776"},
+      {{"shard_group_size=4294967296"}, "shard_group_size=4294967296", "at most 1048576"},
+      {{"lora_r=4294967296"}, "lora_r=4294967296", "at most 65536 (wider than every linear"},
+      {{"bucket_cap_mb=1e13"}, "bucket_cap_mb=1e+13", "at most 1048576 (1 TiB"},
+      {{"threads=4294967296"}, "threads=4294967296", "at most 4096"},
+      // Outputs: never a directory, a device, an input of the run or the other output.
+      {{"metrics=" + tmp.dir()}, "metrics=" + tmp.dir(), "names a directory"},
+      {{"metrics=out/"}, "metrics=out/", "names a directory"},
+      {{"metrics=/dev/null"}, "metrics=/dev/null", "exists and is not a regular file"},
+      {{"data=" + tmp.file(), "metrics=" + tmp.file()}, "metrics=" + tmp.file(), "is the data file of this run"},
+      {{"model_dir=" + tmp.dir(), "metrics=" + tmp.dir() + "/config.json"}, "metrics=" + tmp.dir() + "/config.json",
+       "is inside model_dir=" + tmp.dir() + ", an input of this run"},
+      {{"metrics=out", "save_dir=out/"}, "metrics=out", "is also save_dir"},
+      {{"metrics=" + tmp.dir() + "/m.jsonl", "save_dir=" + tmp.dir()}, "metrics=" + tmp.dir() + "/m.jsonl",
+       "is inside save_dir="},
+      {{"save_dir=."}, "save_dir=.", "names the root, the working directory or its parent"},
+      {{"save_dir=/"}, "save_dir=/", "names the root"},
+      {{"save_dir=" + tmp.file()}, "save_dir=" + tmp.file(), "exists and is not an empty directory"},
   };
   for (const Case& c : cases) {
     INFO("case: " << c.shown);
@@ -195,6 +220,10 @@ TEST_CASE("validation accepts the edge values it allows", "[config]") {
   CHECK_NOTHROW(parse({"model=whatever", model_dir}));
   // Outputs in the working directory have no parent part to check.
   CHECK_NOTHROW(parse({"metrics=m.jsonl", "save_dir=out/"}));
+  // An existing metrics file is replaced; the bounds themselves are allowed.
+  CHECK_NOTHROW(parse({"metrics=" + tmp.dir() + "/x.jsonl"}));
+  CHECK_NOTHROW(parse({"seq_len=1048576", "batch_size=1048576", "lora_r=65536", "bucket_cap_mb=1048576",
+                       "max_epochs=1000000", "threads=4096"}));
 }
 
 TEST_CASE("every preset name is accepted and documented", "[config]") {

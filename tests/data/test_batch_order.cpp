@@ -225,3 +225,24 @@ TEST_CASE("bad shapes and fill arguments are refused", "[data]") {
   CHECK_THROWS_AS(order.fill(-1, 0, 0, in, out), std::invalid_argument);
   CHECK_THROWS_AS(order.chunk_start_token(0, -1), std::invalid_argument);
 }
+
+TEST_CASE("products that overflow 64 bits are refused, naming the keys", "[data]") {
+  CountingFile f(1000);
+  const BatchShape shape{.world_size = 1, .batch_size = 2, .seq_len = 4, .accumulate = 4};
+  const BatchOrder order(f.src, shape);
+  CHECK_THROWS_WITH(order.total_steps(INT64_MAX, -1), Catch::Contains("max_epochs=9223372036854775807") &&
+                                                          Catch::Contains("overflows 64 bits"));
+  const BatchShape huge{.world_size = 1 << 20, .batch_size = 1 << 20, .seq_len = 1 << 20, .accumulate = 1 << 20};
+  CHECK_THROWS_WITH(BatchOrder(f.src, huge), Catch::Contains("tokens per step overflows 64 bits"));
+}
+
+TEST_CASE("a token file truncated during training is an error, not a SIGBUS", "[data]") {
+  CountingFile f(4096);
+  const BatchShape shape{.world_size = 1, .batch_size = 2, .seq_len = 4, .accumulate = 1};
+  const BatchOrder order(f.src, shape);
+  std::vector<std::int64_t> in(8), out(8);
+  order.fill(400, 0, 0, in, out);  // reads near byte 6400
+  fs::resize_file(f.path, 100);    // another process cuts the file short: those pages are gone
+  CHECK_THROWS_AS(order.fill(400, 0, 0, in, out), tessera::FormatError);
+  CHECK_THROWS_WITH(order.fill(0, 0, 0, in, out), Catch::Contains("changed size while training read it (was 8,192 bytes, now 100)"));
+}

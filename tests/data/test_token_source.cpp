@@ -1,6 +1,7 @@
 // tests: tessera::data::TokenSource — llm.c and raw file formats byte for byte, their errors,
 // and the synthetic generator's determinism and structure.
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -149,6 +150,11 @@ TEST_CASE("malformed token files throw FormatError naming the file", "[data]") {
   SECTION("a directory") {
     REQUIRE_THROWS_AS(TokenSource::open(dir.path), FormatError);
   }
+  SECTION("a FIFO is refused at once, not waited on") {
+    const auto p = dir.path / "fifo.bin";
+    REQUIRE(::mkfifo(p.c_str(), 0600) == 0);
+    REQUIRE_THROWS_WITH(TokenSource::open(p), Contains(p.string()) && Contains("not a regular file"));
+  }
 }
 
 TEST_CASE("TokenSource moves keep the mapped tokens valid", "[data]") {
@@ -204,4 +210,14 @@ TEST_CASE("synthetic refuses impossible settings", "[data]") {
   CHECK_THROWS_AS(TokenSource::synthetic(10, 0, 1), tessera::ConfigError);
   CHECK_THROWS_WITH(TokenSource::synthetic(10, 65537, 1), Catch::Contains("65537"));
   CHECK(TokenSource::synthetic(1000, 65536, 1).size() == 1000);
+}
+
+TEST_CASE("ensure_unchanged notices a mapped file that changed size", "[data]") {
+  TempDir dir;
+  const auto p = dir.write("t.bin", {1, 0, 2, 0, 3, 0, 4, 0});
+  const auto src = TokenSource::open(p);
+  CHECK_NOTHROW(src.ensure_unchanged());
+  std::filesystem::resize_file(p, 2);
+  CHECK_THROWS_WITH(src.ensure_unchanged(), Catch::Contains(p.string()) && Catch::Contains("was 8 bytes, now 2"));
+  CHECK_NOTHROW(TokenSource::synthetic(10, 100, 1).ensure_unchanged());
 }

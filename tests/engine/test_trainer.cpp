@@ -150,3 +150,19 @@ TEST_CASE("the metrics file holds every phase with acts = allocated - params - g
   CHECK(phases["after_bwd"] == 4);
   CHECK(phases["after_opt"] == 2);
 }
+
+TEST_CASE("a run whose loss turns non-finite stops at that step and leaves no outputs", "[engine]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("tessera-diverge-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  RunConfig cfg = small_run(2);
+  cfg.lr = 1e30;  // AdamW moves every weight by about lr at the first step
+  cfg.max_steps = 6;
+  cfg.save_dir = (dir / "out").string();
+  cfg.metrics = (dir / "m.jsonl").string();
+  {
+    Trainer<Fp32Exp> t(cfg, quiet());
+    CHECK_THROWS_WITH(t.run(), Catch::Matches("step [2-6]: the loss is (NaN|[+-]Inf); training diverged .*lr=1e\\+30.*"));
+  }
+  CHECK(std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
+}

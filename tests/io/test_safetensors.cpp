@@ -258,6 +258,13 @@ TEST_CASE("safetensors: rejects headers that are not a JSON object", "[io]") {
     require_corrupt("{\"\xff\":1}", "", {"not valid UTF-8 JSON", "ill-formed UTF-8"});
   }
   SECTION("trailing garbage") { require_corrupt("{}x", "", {"not valid UTF-8 JSON"}); }
+  SECTION("NUL padding instead of spaces") {
+    require_corrupt(std::string("{}") + std::string(6, '\0'), "", {"NUL byte at header offset 2", "padded with spaces"});
+  }
+  SECTION("nested 100,000 deep") {
+    require_corrupt("{\"a\":" + std::string(100'000, '[') + std::string(100'000, ']') + "}", "",
+                    {"header nests deeper than 64 levels (at byte 68)"});
+  }
 }
 
 TEST_CASE("safetensors: rejects duplicate keys that nlohmann would silently merge", "[io]") {

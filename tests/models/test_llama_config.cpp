@@ -72,3 +72,32 @@ TEST_CASE("unknown presets and bad config.json files are refused clearly", "[mod
   CHECK(back.rope_theta == ok.rope_theta);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("config.json: wrong JSON types name the file, the key, the type found and the type wanted", "[models]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("tessera-cfg-types-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string shape = R"("model_type":"llama","vocab_size":100,"hidden_size":64,"intermediate_size":128,
+                                "num_hidden_layers":2,"num_attention_heads":4)";
+  auto read_with = [&](const std::string& extra) {
+    std::ofstream(dir / "config.json") << "{" << shape << "," << extra << "}";
+    return read_llama_config(dir / "config.json");
+  };
+  const std::string file = (dir / "config.json").string();
+  CHECK_THROWS_WITH(read_with(R"("tie_word_embeddings": 1)"),
+                    file + ": \"tie_word_embeddings\" must be a boolean (true or false), got a number 1");
+  CHECK_THROWS_WITH(read_with(R"("hidden_act": null)"), file + ": \"hidden_act\" must be a string, got null");
+  CHECK_THROWS_WITH(read_with(R"("rms_norm_eps": "1e-6")"),
+                    file + ": \"rms_norm_eps\" must be a number, got a string \"1e-6\"");
+  CHECK_THROWS_WITH(read_with(R"("attention_bias": "no")"), Catch::Contains("\"attention_bias\" must be a boolean"));
+  CHECK_THROWS_WITH(read_with(R"("head_dim": 16.0)"), Catch::Contains("\"head_dim\" must be an integer, got a number 16.0"));
+  CHECK_THROWS_WITH(read_with(R"("max_position_embeddings": 0)"), Catch::Contains("max_position_embeddings=0 must be positive"));
+  CHECK_THROWS_WITH(read_with(R"("max_position_embeddings": -5)"), Catch::Contains("max_position_embeddings=-5"));
+  CHECK_THROWS_WITH(read_with(R"("num_hidden_layers": 100000)"), Catch::Contains("num_hidden_layers=100000 exceeds 4096"));
+  CHECK_THROWS_WITH(read_with(R"("rope_scaling": )" + std::string(1000, '[') + std::string(1000, ']')),
+                    Catch::Contains("nests deeper than 64 levels"));
+  std::filesystem::remove(dir / "config.json");
+  std::filesystem::create_directories(dir / "config.json");
+  CHECK_THROWS_WITH(read_llama_config(dir / "config.json"), file + ": is a directory, not a JSON file; a Hugging Face "
+                                                                   "Llama directory needs its config.json");
+  std::filesystem::remove_all(dir);
+}

@@ -4,8 +4,12 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <csignal>
+
+#include "tessera/core/error.hpp"
 #include "tessera/report/console.hpp"
 #include "tessera/report/metrics_writer.hpp"
 
@@ -30,6 +34,39 @@ TEST_CASE("an uncommitted metrics file leaves nothing behind", "[report]") {
   std::getline(in, line);
   CHECK(line == R"({"event":"step","step":0})");
   std::filesystem::remove(path);
+}
+
+TEST_CASE("a metrics line that cannot be written is an error at once, naming the setting", "[report]") {
+  const auto path = std::filesystem::temp_directory_path() / ("tessera-mw-full-" + std::to_string(::getpid()) + ".jsonl");
+  // A 4 KiB file size limit stands in for a full disk: writes past it fail with EFBIG (SIGXFSZ ignored).
+  struct rlimit saved {};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = saved;
+  small.rlim_cur = 4096;
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+  std::string message;
+  int written = 0;
+  {
+    MetricsWriter w(path);
+    try {
+      for (; written < 1000; ++written) w.write({{"event", "step"}, {"padding", std::string(100, 'x')}});
+    } catch (const tessera::Error& e) {
+      message = e.what();
+    }
+  }
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+  CHECK(written < 40);  // about 4096 / 128 lines fit
+  CHECK_THAT(message, Catch::StartsWith("metrics=" + path.string() + ": cannot write line ") &&
+                          Catch::Contains("File too large"));
+  CHECK_FALSE(std::filesystem::exists(path.string() + ".partial"));
+}
+
+TEST_CASE("a metrics path that is a directory or a device is refused", "[report]") {
+  CHECK_THROWS_WITH(MetricsWriter(std::filesystem::temp_directory_path()), Catch::Contains("is a directory"));
+  CHECK_THROWS_WITH(MetricsWriter("/dev/null"), "metrics=/dev/null: exists and is not a regular file (a device, FIFO or "
+                                                "socket); give the path of a file to create or replace");
 }
 
 TEST_CASE("the step line has the documented shape", "[report]") {

@@ -92,6 +92,22 @@ struct config_fields<RunConfig> {
   }};
 };
 
+// Upper bounds of the numeric keys, each far beyond any real run and low enough that the products the
+// engine forms (ranks * batch_size * seq_len * accumulate_grad_batches tokens per step, steps * tokens)
+// are checked rather than wrapped. validate() names the bound and why in its message.
+namespace limits {
+inline constexpr std::int64_t seq_len = 1 << 20;                  // 8x the longest context of any supported model
+inline constexpr std::int64_t batch_size = 1 << 20;               // rows per rank per micro-step
+inline constexpr std::int64_t accumulate_grad_batches = 1 << 20;  // micro-steps per optimizer step
+inline constexpr std::int64_t max_epochs = 1'000'000;
+inline constexpr std::int64_t max_steps = 1'000'000'000'000;
+inline constexpr std::int64_t num_train_samples = 1ll << 40;      // rows: far more than any token file holds
+inline constexpr std::int64_t shard_group_size = 1 << 20;         // ranks
+inline constexpr std::int64_t lora_r = 1 << 16;                   // wider than every linear of the supported models
+inline constexpr double bucket_cap_mb = 1 << 20;                  // 1 TiB: larger than any device's memory
+inline constexpr std::int64_t threads = 1 << 12;                  // make_runtime also caps it at the machine's threads
+}  // namespace limits
+
 // The model preset names that `model` accepts; the one list that validation and tests use.
 std::span<const std::string_view> preset_names();
 

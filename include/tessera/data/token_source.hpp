@@ -42,6 +42,10 @@ class TokenSource {
   std::string_view description() const { return description_; }
   // Largest token id; scans the tokens on first call (0 for an empty, moved-from source).
   std::uint16_t max_token() const;
+  // For a mapped file: FormatError when the file no longer has the size it had at open() (another
+  // process truncated or rewrote it), checked before each read of it: reading a mapped page past a
+  // truncated end is a SIGBUS, not an error. One fstat(); nothing for synthetic tokens.
+  void ensure_unchanged() const;
 
  private:
   TokenSource() = default;
@@ -49,6 +53,8 @@ class TokenSource {
 
   void* map_ = nullptr;               // whole-file mapping (open), else null
   std::size_t map_bytes_ = 0;
+  int fd_ = -1;                       // the mapped file, kept open to watch its size
+  std::string path_;                  // as given to open(), for messages
   std::vector<std::uint16_t> owned_;  // generated tokens (synthetic)
   std::span<const std::uint16_t> tokens_;
   std::string description_;

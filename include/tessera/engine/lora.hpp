@@ -15,6 +15,7 @@
 
 #include "tessera/config/run_config.hpp"
 #include "tessera/core/param_spec.hpp"
+#include "tessera/core/partial_files.hpp"
 
 namespace tessera {
 
@@ -53,10 +54,10 @@ std::vector<ParamSpec> lora_specs(std::span<const ParamSpec> base, std::span<con
 // mask (a checkpointed block's recomputation must drop what its forward dropped).
 at::Tensor lora_dropout(const at::Tensor& x, double p, std::uint64_t seed);
 
-// Writes DIR (atomically: a temporary dir renamed at the end) with adapter_config.json and
-// adapter_model.safetensors from the adapter store's full units.
-void save_peft_dir(const std::filesystem::path& dir, const LoraSettings& settings, const ParamStore& adapters,
-                   const std::string& base_model);
+// Writes adapter_config.json and adapter_model.safetensors from the adapter store's full units into a
+// directory staged beside DIR (core/partial_files.hpp) and returns it uncommitted; commit() moves it to DIR.
+StagedDir stage_peft_dir(const std::filesystem::path& dir, const LoraSettings& settings, const ParamStore& adapters,
+                         const std::string& base_model);
 // Loads DIR/adapter_model.safetensors into the adapter store (FormatError on a missing, misshapen or
 // unknown tensor).
 void load_peft_weights(ParamStore& adapters, const std::filesystem::path& dir);

@@ -42,8 +42,11 @@ class ParamStore {
   // from one CPU generator seeded with `seed`: every rank and every world size gets the same weights.
   void initialize(double std, std::uint64_t seed);
   // Copies every spec'd tensor (this rank's part of it) from a checkpoint, converting its dtype; refuses
-  // missing, misshapen or unknown tensors (FormatError naming the tensor).
+  // what check_loadable() refuses, and tensors holding NaN or Inf (FormatError naming the tensor).
   void load(const io::CheckpointDir& dir);
+  // Reads only the checkpoint's header: FormatError for a missing, misshapen or unknown tensor, or one whose
+  // dtype is not a floating type (F32, BF16, F16, F64). Cheap: callers check before allocating a store.
+  static void check_loadable(std::span<const ParamSpec> specs, const io::CheckpointDir& dir);
   // Writes DIR/model.safetensors (or shards) with Hugging Face names in the store's dtype, from one full
   // buffer per unit (at least unit_numel(u) elements each; full_units() when the store holds them).
   void save(const std::filesystem::path& dir, std::span<const at::Tensor> full_units) const;

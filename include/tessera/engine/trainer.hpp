@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -25,6 +26,7 @@
 
 #include "tessera/config/run_config.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/partial_files.hpp"
 #include "tessera/data/batch_order.hpp"
 #include "tessera/data/token_source.hpp"
 #include "tessera/engine/cpu_offload.hpp"
@@ -121,6 +123,7 @@ class Trainer {
                                       : Model::read_config(std::filesystem::path(cfg_.model_dir) / "config.json")),
         lora_(make_lora_settings(cfg_)),
         sites_(adapted_sites(model_, lora_)),
+        weights_(open_weights(cfg_, model_)),
         tokens_(open_tokens(cfg_, model_.vocab_size)),
         order_(tokens_, data::BatchShape{runtime_.world_size, cfg_.batch_size, cfg_.seq_len, cfg_.accumulate_grad_batches},
                cfg_.num_train_samples, cfg_.limit_train_batches),
@@ -144,8 +147,9 @@ class Trainer {
     } else if (cfg_.model_dir.empty()) {
       store_.initialize(model_.initializer_range, static_cast<std::uint64_t>(cfg_.seed));
     } else {
-      store_.load(io::CheckpointDir::open(cfg_.model_dir));
+      store_.load(*weights_);
     }
+    weights_.reset();
     if constexpr (offloads_optimizer) {
       std::vector<at::Tensor> slices;
       for (std::size_t u = 0; u < store_.num_units(); ++u) slices.push_back(engine_.update_slice(u));
@@ -273,6 +277,13 @@ class Trainer {
     r.loss_scale = Precision::loss_scaling ? scaler_.scale() : 0.0;
     r.loss = accumulate_gradients(step);
     r.skipped = !apply_gradients();
+    // The same on every rank (the loss is the mean over ranks), so all ranks stop together. Under fp16
+    // loss scaling a skipped step is the scaler's business; anything else that is not finite ends the run.
+    if (!std::isfinite(r.loss) && !r.skipped)
+      throw Error("step " + std::to_string(step + 1) + ": the loss is " +
+                  (std::isnan(r.loss) ? "NaN" : r.loss > 0 ? "+Inf" : "-Inf") +
+                  "; training diverged (lower lr=" + detail::format_value(cfg_.lr) +
+                  ", use a precision with more range, or check the data); nothing was saved");
     snapshot(step, cfg_.accumulate_grad_batches - 1, memory::Phase::after_optimizer_step);
     r.tokens = tokens_per_step();
     r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -290,26 +301,22 @@ class Trainer {
       reporter_.step(summary.steps.back(), total_steps_);
     }
     const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!cfg_.save_dir.empty()) {
-      if constexpr (trains_adapters) {
-        if (runtime_.rank == 0) save_adapters(cfg_.save_dir);
-      } else {
-        const std::vector<at::Tensor> full = engine_.full_params();  // collective under FullShard
-        if (runtime_.rank == 0) save_hf_dir<Model>(cfg_.save_dir, model_, store_, full);
-      }
-    }
+    std::optional<StagedDir> saved = stage_save();
     const std::int64_t own_peak = memory::allocator_stats(runtime_.device).peak;
     std::int64_t peak = own_peak;
     for (std::int64_t p : job::gather_to_root(std::span<const std::int64_t>(&own_peak, 1))) peak = std::max(peak, p);
     nlohmann::json extra = {{"steps", total_steps_},
                             {"world_size", runtime_.world_size},
-                            {"tokens_per_s", static_cast<double>(tokens_per_step() * total_steps_) / train_s}};
+                            {"tokens_per_s", static_cast<double>(tokens_per_step()) * static_cast<double>(total_steps_) / train_s}};
     if constexpr (Precision::loss_scaling) {
       extra["skipped_steps"] = scaler_.skipped_steps();
       extra["scale_growths"] = scaler_.growths();
       extra["loss_scale"] = scaler_.scale();
     }
     reporter_.done(train_s, peak, extra);
+    // Outputs take their names only now that both are complete: no run leaves one without the other.
+    if (saved) naming_save_dir([&] { saved->commit(); });
+    reporter_.commit();
     char line[200];
     std::snprintf(line, sizeof line, "done: %lld steps in %.2f s | %.1f tok/s | peak %s GiB%s",
                   static_cast<long long>(total_steps_), train_s, extra["tokens_per_s"].template get<double>(),
@@ -429,6 +436,15 @@ class Trainer {
     return Model::loss(model_, p[0], p.size() > 1 ? at::TensorList(p[1]) : at::TensorList(), x, aux);
   }
 
+  // model_dir's weights, opened (headers only) and checked against the model's parameters, so that a
+  // config.json claiming other shapes is refused before gigabytes are allocated for them.
+  static std::optional<io::CheckpointDir> open_weights(const RunConfig& cfg, const ModelConfig& model) {
+    if (cfg.model_dir.empty()) return std::nullopt;
+    io::CheckpointDir dir = io::CheckpointDir::open(cfg.model_dir);
+    ParamStore::check_loadable(Model::parameters(model), dir);
+    return dir;
+  }
+
   static LoraSettings make_lora_settings(const RunConfig& cfg) {
     LoraSettings settings;
     if constexpr (trains_adapters) settings = lora_settings(cfg);
@@ -449,10 +465,10 @@ class Trainer {
     constexpr bool quantizes = Adapter::quantizes_base;
     ParamStore base(Model::parameters(model_), quantizes ? c10::ScalarType::Float : Precision::compute_dtype,
                     quantizes ? c10::Device(c10::kCPU) : runtime_.device);
-    if (cfg_.model_dir.empty())
-      base.initialize(model_.initializer_range, static_cast<std::uint64_t>(cfg_.seed));
+    if (weights_)
+      base.load(*weights_);
     else
-      base.load(io::CheckpointDir::open(cfg_.model_dir));
+      base.initialize(model_.initializer_range, static_cast<std::uint64_t>(cfg_.seed));
     const std::size_t blocks = Model::num_blocks(model_);
     std::vector<bool> quantize(base.specs().size(), false);
     for (std::size_t i = 0; i < base.specs().size(); ++i) {
@@ -484,12 +500,32 @@ class Trainer {
     return h;
   }
 
-  // save_dir under Lora/QLora: the adapters as a PEFT dir, or (merge_adapter=true) the merged model.
-  void save_adapters(const std::filesystem::path& dir) const {
-    if (!cfg_.merge_adapter) {
-      save_peft_dir(dir, lora_, store_, cfg_.model_dir.empty() ? cfg_.model : cfg_.model_dir);
-      return;
+  // Errors of `body`, a step of writing save_dir, name the setting: "save_dir=out: ...".
+  template <class Body>
+  decltype(auto) naming_save_dir(Body&& body) const {
+    try {
+      return body();
+    } catch (const std::exception& e) {
+      throw Error("save_dir=" + cfg_.save_dir + ": " + e.what());
     }
+  }
+
+  // save_dir written under its temporary name (rank 0; the gather is collective under FullShard), or nothing.
+  std::optional<StagedDir> stage_save() {
+    if (cfg_.save_dir.empty()) return std::nullopt;
+    if constexpr (trains_adapters) {
+      if (runtime_.rank != 0) return std::nullopt;
+      return naming_save_dir([&] { return stage_adapters(cfg_.save_dir); });
+    } else {
+      const std::vector<at::Tensor> full = engine_.full_params();
+      if (runtime_.rank != 0) return std::nullopt;
+      return naming_save_dir([&] { return stage_hf_dir<Model>(cfg_.save_dir, model_, store_, full); });
+    }
+  }
+
+  // save_dir under Lora/QLora: the adapters as a PEFT dir, or (merge_adapter=true) the merged model.
+  StagedDir stage_adapters(const std::filesystem::path& dir) const {
+    if (!cfg_.merge_adapter) return stage_peft_dir(dir, lora_, store_, cfg_.model_dir.empty() ? cfg_.model : cfg_.model_dir);
     at::NoGradGuard no_grad;
     ParamStore merged(base_->specs(), Precision::compute_dtype, c10::Device(c10::kCPU));
     for (std::size_t u = 0; u < merged.num_units(); ++u) {
@@ -505,7 +541,7 @@ class Trainer {
         views[k].copy_(w);
       }
     }
-    save_hf_dir<Model>(dir, model_, merged, merged.full_units());
+    return stage_hf_dir<Model>(dir, model_, merged, merged.full_units());
   }
 
   std::pair<at::Tensor, at::Tensor> batch(std::int64_t step, std::int64_t micro) const {
@@ -560,6 +596,7 @@ class Trainer {
   ModelConfig model_;
   LoraSettings lora_;
   std::vector<LoraSite> sites_;
+  std::optional<io::CheckpointDir> weights_;  // model_dir's weights, checked against the model before any allocation
   data::TokenSource tokens_;
   data::BatchOrder order_;
   std::int64_t total_steps_;

@@ -28,6 +28,7 @@ class CheckpointDir {
   std::span<const std::byte> bytes(std::string_view name) const;  // throws FormatError naming tensor and dir
   const TensorInfo& info(std::string_view name) const;            // throws likewise
   std::vector<std::string> names() const;                         // all tensor names, sorted
+  const std::filesystem::path& dir() const { return dir_; }       // the directory (a file's parent for open_file)
 
  private:
   struct Location {

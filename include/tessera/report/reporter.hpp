@@ -34,8 +34,9 @@ class Reporter {
   // Every rank's snapshot of one point (rank 0 of a job): one record per rank in the file, and one line
   // of per-figure maxima over the ranks.
   void memory_of_ranks(std::span<const memory::MemorySnapshot> ranks, bool print_line);
-  // Writes the done record (train_s and peak plus `extra`) and commits the metrics file.
+  // Writes the done record (train_s and peak plus `extra`); commit() then gives the metrics file its name.
   void done(double train_s, std::int64_t peak_bytes, nlohmann::json extra);
+  void commit() { metrics_.commit(); }
 
  private:
   void clear_progress();

@@ -1,0 +1,35 @@
+#pragma once
+// defines: read_json_file, the one way tessera reads a JSON file (config.json, adapter_config.json, a
+// shard index), and the two guards every JSON text passes: json_nesting_error (nesting bounded before a
+// value is built: deeper values overflow the stack of anything that walks them recursively, dump() first)
+// and json_excerpt (a value in a message, cut to a bounded length).
+#include <cstddef>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tessera::io {
+
+// Deeper than any Hugging Face or PEFT file nests (config.json's rope_scaling is at depth 2).
+inline constexpr std::size_t kMaxJsonDepth = 64;
+// Larger than any config or index file (a 405B model's index is about 100 KiB).
+inline constexpr std::size_t kMaxJsonFileBytes = 64u << 20;
+
+// Nullopt when no array or object in `text` nests deeper than `max_depth`; otherwise the message
+// "nests deeper than N levels (at byte K)". Strings are skipped, so brackets inside them do not count.
+std::optional<std::string> json_nesting_error(std::string_view text, std::size_t max_depth = kMaxJsonDepth);
+
+// Reads and parses `path`, which must be a regular file (a FIFO or directory is refused before it is
+// opened, so nothing blocks) of at most kMaxJsonFileBytes, nested at most kMaxJsonDepth deep. Throws
+// FormatError "PATH: what is wrong; <hint>", where hint says what the file is for.
+nlohmann::json read_json_file(const std::filesystem::path& path, std::string_view hint);
+
+// `value` as compact ASCII JSON, cut to max_chars with "..." appended when longer.
+std::string json_excerpt(const nlohmann::json& value, std::size_t max_chars = 200);
+
+// "a boolean", "a number", "null", ...: the JSON type of `value`, for "must be X, got Y" messages.
+std::string json_type_phrase(const nlohmann::json& value);
+
+}  // namespace tessera::io

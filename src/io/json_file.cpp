@@ -1,0 +1,95 @@
+// implements: io/json_file.hpp.
+#include "tessera/io/json_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera::io {
+namespace {
+
+[[noreturn]] void fail(const std::filesystem::path& path, const std::string& what, std::string_view hint) {
+  throw FormatError(path.string() + ": " + what + (hint.empty() ? "" : "; " + std::string(hint)));
+}
+
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+std::optional<std::string> json_nesting_error(std::string_view text, std::size_t max_depth) {
+  std::size_t depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character cannot end the string
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth)
+        return "nests deeper than " + std::to_string(max_depth) + " levels (at byte " + std::to_string(i) + ")";
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
+nlohmann::json read_json_file(const std::filesystem::path& path, std::string_view hint) {
+  struct stat status {};
+  if (::stat(path.c_str(), &status) != 0) fail(path, std::string("cannot open: ") + std::strerror(errno), hint);
+  if (!S_ISREG(status.st_mode))
+    fail(path, S_ISDIR(status.st_mode) ? "is a directory, not a JSON file" : "is not a regular file (a FIFO, socket or device)",
+         hint);
+  if (static_cast<std::size_t>(status.st_size) > kMaxJsonFileBytes)
+    fail(path, "is " + std::to_string(status.st_size) + " bytes; a JSON file here may be at most " +
+                   std::to_string(kMaxJsonFileBytes) + " bytes",
+         hint);
+  // O_NONBLOCK: should the path be swapped for a FIFO after the check, open() still returns at once.
+  const Fd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
+  if (file.fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno), hint);
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(file.fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(path, std::string("cannot read: ") + std::strerror(errno), hint);
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > kMaxJsonFileBytes) fail(path, "grew past " + std::to_string(kMaxJsonFileBytes) + " bytes while read", hint);
+  }
+  if (const auto too_deep = json_nesting_error(text)) fail(path, "is not accepted: its JSON " + *too_deep, hint);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, std::string("is not valid JSON (") + e.what() + ")", hint);
+  }
+}
+
+std::string json_excerpt(const nlohmann::json& value, std::size_t max_chars) {
+  const std::string text = value.dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace);
+  return text.size() <= max_chars ? text : text.substr(0, max_chars) + "...";
+}
+
+std::string json_type_phrase(const nlohmann::json& value) {
+  if (value.is_null()) return "null";
+  if (value.is_boolean()) return "a boolean";
+  if (value.is_number()) return "a number";
+  if (value.is_string()) return "a string";
+  if (value.is_array()) return "an array";
+  if (value.is_object()) return "an object";
+  return value.type_name();
+}
+
+}  // namespace tessera::io
