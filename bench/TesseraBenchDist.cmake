@@ -15,7 +15,8 @@ if(TESSERA_WITH_MPI AND TARGET llama-ddp-fp32 AND TARGET llama-fsdp-fp32)
     TESSERA_MPIEXEC="${MPIEXEC_EXECUTABLE}"
     TESSERA_DDP_BINARY="$<TARGET_FILE:llama-ddp-fp32>"
     TESSERA_FSDP_BINARY="$<TARGET_FILE:llama-fsdp-fp32>"
-    TESSERA_DDP_REFERENCE_SCRIPT="${PROJECT_SOURCE_DIR}/bench/ddp_reference.py")
+    TESSERA_DDP_REFERENCE_SCRIPT="${PROJECT_SOURCE_DIR}/bench/ddp_reference.py"
+    TESSERA_DEFAULT_PYTHON="${TESSERA_TORCH_PYTHON}")
   add_dependencies(ddp_vs_pytorch llama-ddp-fp32 llama-fsdp-fp32)
   tessera_use_pch(ddp_vs_pytorch)
 endif()

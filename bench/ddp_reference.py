@@ -24,8 +24,8 @@ counting measured steps from 0, then `pytorch_ddp_median_ms: X`, the median of t
 even count the upper middle value, as bench/step_vs_pytorch takes it). On any failure (bad arguments, bad
 config, a rank that raises or dies) a message goes to stderr and the exit status is non-zero.
 
-Only Debian's python3-torch (1.13) and the standard library are needed:
-    /usr/bin/python3 bench/ddp_reference.py --config '{"vocab_size": 4096, ...}' --world 2 --rows 4 \\
+Only torch and the standard library are needed:
+    .venv/bin/python bench/ddp_reference.py --config '{"vocab_size": 4096, ...}' --world 2 --rows 4 \\
         --seq-len 128 --threads 1 --steps 5 [--warmup 1] [--bucket-mb 25] [--seed 0]
 --config takes the config.json fields as bench/step_vs_pytorch passes them (vocab_size, hidden_size,
 intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, rms_norm_eps, rope_theta;

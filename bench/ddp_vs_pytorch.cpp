@@ -1,7 +1,7 @@
 // ddp_vs_pytorch: one data-parallel training step of the same Llama (fp32, AdamW lr 1e-3) at 2 ranks, in
 // tessera (the example binaries llama-ddp-fp32 and llama-fsdp-fp32, i.e. sharding Ddp and FullShard, under
 // mpiexec -n 2) and in PyTorch (torch.nn.parallel.DistributedDataParallel over gloo, 2 processes, run by
-// bench/ddp_reference.py with Debian's python3-torch), same rows per rank, seq_len and 1 CPU thread per rank.
+// bench/ddp_reference.py with the project's .venv (torch 2.11)), same rows per rank, seq_len and 1 CPU thread per rank.
 // A plain driver, not an MPI program: it starts the three sides as child processes, alternating them round by
 // round (tessera Ddp, tessera FullShard, PyTorch DDP) so that all see the same machine state.
 //
@@ -11,7 +11,7 @@
 // tessera's step time is rank 0's (metrics file, step_ms); PyTorch's is rank 0's after a barrier. A side's
 // figure is the median over rounds of each round's median step (upper middle for even counts, as
 // bench/step_vs_pytorch). The children's mpiexec runs with --bind-to none, as the PyTorch ranks are unbound.
-// Environment: TESSERA_PYTHON overrides /usr/bin/python3. Children get OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)=1
+// Environment: TESSERA_PYTHON overrides the build's TESSERA_TORCH_PYTHON. Children get OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)=1
 // and OMP_NUM_THREADS=1.
 // Last line: `ratio: X` = the larger of (tessera Ddp / PyTorch DDP) and (tessera FullShard / PyTorch DDP)
 // median step times (goal <= 1.0).
@@ -138,7 +138,7 @@ class Bench {
   // One round of bench/ddp_reference.py (PyTorch DDP, gloo).
   Round pytorch(const std::string& config) {
     const char* python = std::getenv("TESSERA_PYTHON");
-    const std::string cmd = quote(python ? python : "/usr/bin/python3") + " " + quote(TESSERA_DDP_REFERENCE_SCRIPT) +
+    const std::string cmd = quote(python ? python : TESSERA_DEFAULT_PYTHON) + " " + quote(TESSERA_DDP_REFERENCE_SCRIPT) +
                             " --config " + quote(config) + " --world " + std::to_string(kWorld) + " --rows " +
                             std::to_string(a_.batch_size) + " --seq-len " + std::to_string(a_.seq_len) +
                             " --threads 1 --steps " + std::to_string(a_.steps) + " --warmup 1";

@@ -1,5 +1,5 @@
 // step_vs_pytorch: one training step of the same Llama (fp32, AdamW) in tessera and in PyTorch
-// (Debian's python3-torch running tests/reference/llama_reference.py), same shapes, same thread count,
+// (the project's .venv (torch 2.11) running tests/reference/llama_reference.py), same shapes, same thread count,
 // measured in one run, alternating rounds so that both see the same machine state.
 //
 //   bench/step_vs_pytorch [model=tiny] [batch_size=8] [seq_len=256] [threads=0] [steps=5] [rounds=4]
@@ -25,7 +25,7 @@ double median(std::vector<double> v) {
 std::vector<double> pytorch_steps(const std::string& config, std::int64_t rows, std::int64_t seq_len,
                                   std::int64_t threads, std::int64_t steps) {
   const char* python = std::getenv("TESSERA_PYTHON");
-  const std::string cmd = std::string(python ? python : "/usr/bin/python3") + " " + TESSERA_REFERENCE_SCRIPT +
+  const std::string cmd = std::string(python ? python : TESSERA_DEFAULT_PYTHON) + " " + TESSERA_REFERENCE_SCRIPT +
                           " bench --config '" + config + "' --rows " + std::to_string(rows) + " --seq-len " +
                           std::to_string(seq_len) + " --threads " + std::to_string(threads) + " --steps " +
                           std::to_string(steps);

@@ -3,8 +3,45 @@
 include(GNUInstallDirs)
 include(CMakeFindDependencyMacro)
 
-# Torch: Debian's libtorch-dev ships TorchConfig.cmake under /usr/lib/<triplet>/cmake/Torch; a pip or
-# tarball LibTorch is found through CMAKE_PREFIX_PATH (python3 -c 'import torch;print(torch.utils.cmake_prefix_path)').
+# Torch: the torch wheel of a Python environment, TESSERA_TORCH_PYTHON (scripts/install-deps.sh makes the
+# project's .venv/ from scripts/requirements.txt; the top-level CMakeLists.txt defaults to it, and an installed
+# tessera remembers the one it was built with). Its TorchConfig.cmake is found through
+# torch.utils.cmake_prefix_path, with the wheel's own directory first so that its lib/ wins over any system
+# LibTorch. The wheel is a CUDA build, and its config enables CUDA to configure at all: the nvidia-* wheels of the
+# same environment (site-packages/nvidia/cu13: nvcc, runtime headers and libraries, CCCL) are that toolkit, and
+# site-packages/nvidia/nccl is NCCL. Without TESSERA_TORCH_PYTHON, a LibTorch is found through CMAKE_PREFIX_PATH.
+if(TESSERA_TORCH_PYTHON)
+  execute_process(
+    COMMAND "${TESSERA_TORCH_PYTHON}" -c
+            "import os, sysconfig, torch; print(torch.utils.cmake_prefix_path); print(os.path.dirname(torch.__file__)); print(sysconfig.get_paths()['purelib'])"
+    OUTPUT_VARIABLE _tessera_torch_paths RESULT_VARIABLE _tessera_torch_rc ERROR_VARIABLE _tessera_torch_error
+    OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT _tessera_torch_rc EQUAL 0)
+    message(FATAL_ERROR "TESSERA_TORCH_PYTHON=${TESSERA_TORCH_PYTHON} cannot import torch:\n${_tessera_torch_error}"
+                        "Run scripts/install-deps.sh (it makes .venv/ from scripts/requirements.txt), or point "
+                        "TESSERA_TORCH_PYTHON at a Python environment with torch.")
+  endif()
+  string(REPLACE "\n" ";" _tessera_torch_paths "${_tessera_torch_paths}")
+  list(GET _tessera_torch_paths 0 _tessera_torch_cmake)
+  list(GET _tessera_torch_paths 1 _tessera_torch_root)
+  list(GET _tessera_torch_paths 2 _tessera_site_packages)
+  list(PREPEND CMAKE_PREFIX_PATH "${_tessera_torch_root}" "${_tessera_torch_cmake}")
+  set(_tessera_cuda_root "${_tessera_site_packages}/nvidia/cu13")
+  if(EXISTS "${_tessera_cuda_root}/bin/nvcc")
+    set(CUDA_TOOLKIT_ROOT_DIR "${_tessera_cuda_root}" CACHE PATH "CUDA toolkit of the Python environment's wheels" FORCE)
+    set(CUDAToolkit_ROOT "${_tessera_cuda_root}")
+    if(NOT CMAKE_CUDA_COMPILER)
+      set(CMAKE_CUDA_COMPILER "${_tessera_cuda_root}/bin/nvcc" CACHE FILEPATH "nvcc of the Python environment's CUDA wheels")
+    endif()
+  endif()
+  if(NOT NCCL_ROOT AND EXISTS "${_tessera_site_packages}/nvidia/nccl/include/nccl.h")
+    set(NCCL_ROOT "${_tessera_site_packages}/nvidia/nccl")
+  endif()
+  # GPUs the labs use (A100, H100); torch's config would otherwise compile CUDA code for eleven architectures.
+  if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST} AND NOT TORCH_CUDA_ARCH_LIST)
+    set(TORCH_CUDA_ARCH_LIST "8.0;9.0")
+  endif()
+endif()
 find_dependency(Torch)
 find_dependency(nlohmann_json 3.9)
 find_dependency(Boost 1.75)
@@ -21,13 +58,10 @@ if(NOT PROJECT_IS_TOP_LEVEL)
   endforeach()
 endif()
 
-# Debian's TorchConfig gives the `torch` target but not the C++ frontend include dir.
-set(TESSERA_TORCH_TARGETS torch)
-foreach(dir /usr/include/torch/csrc/api/include)
-  if(EXISTS "${dir}/torch/version.h")
-    set_property(TARGET torch APPEND PROPERTY INTERFACE_INCLUDE_DIRECTORIES "${dir}")
-  endif()
-endforeach()
+# The torch wheel's libtorch.so exports its own copy of std::filesystem (built by another GCC), which is broken
+# when our code calls it (a null call inside std::filesystem::remove_all). Binding those symbols to the system
+# libstdc++ needs it ahead of libtorch in the dynamic loader's search order: first on the link line.
+set(TESSERA_TORCH_TARGETS stdc++ torch)
 
 if(TORCH_CUDA_LIBRARIES)
   set(TESSERA_WITH_CUDA ON)

@@ -74,7 +74,15 @@ endif()
 if(TESSERA_WITH_NCCL)
   message(STATUS "tessera: NcclCommunicator with ${TESSERA_NCCL_LIBRARY}")
   target_sources(tessera PRIVATE ${TESSERA_NCCL_SOURCES})
-  target_include_directories(tessera SYSTEM PUBLIC ${TESSERA_NCCL_INCLUDE_DIR} ${TESSERA_CUDA_RUNTIME_INCLUDE_DIR})
+  # An install may not point into the source tree (the project's .venv holds these headers): there the installed
+  # package finds them again itself (tesseraConfig.cmake).
+  foreach(dir ${TESSERA_NCCL_INCLUDE_DIR} ${TESSERA_CUDA_RUNTIME_INCLUDE_DIR})
+    cmake_path(IS_PREFIX PROJECT_SOURCE_DIR "${dir}" _tessera_in_source)
+    target_include_directories(tessera SYSTEM PUBLIC "$<BUILD_INTERFACE:${dir}>")
+    if(NOT _tessera_in_source)
+      target_include_directories(tessera SYSTEM PUBLIC "$<INSTALL_INTERFACE:${dir}>")
+    endif()
+  endforeach()
   # The installed package has no find_dependency(CUDAToolkit): it gets cudart's file, the build tree the target.
   target_link_libraries(tessera PUBLIC ${TESSERA_NCCL_LIBRARY}
     "$<BUILD_INTERFACE:CUDA::cudart>" "$<INSTALL_INTERFACE:${CUDA_cudart_LIBRARY}>")

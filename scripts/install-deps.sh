@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Installs what tessera builds, runs and tests with on Debian 12, from Debian's own packages.
-# Safe to run again: it only calls apt-get when something is missing.
-#   libtorch-dev          LibTorch 1.13 (CPU) with its CMake package
-#   libopenblas0-pthread  a multi-threaded BLAS for LibTorch's CPU GEMMs (the default reference BLAS is ~20x slower)
-#   libopenmpi-dev        Open MPI 4.1: rank bootstrap and the MPI communicator (tessera/dist)
-#   python3-torch         PyTorch 1.13 for the cross-checks against an independent implementation and the benchmark
+# Installs what tessera builds, runs and tests with on Debian 12. Safe to run again: apt-get and pip run only
+# when something is missing or scripts/requirements.txt changed.
+#   From Debian:
+#     cmake ninja-build g++ ccache      the build
+#     nlohmann-json3-dev libboost1.81-dev catch2
+#     libopenmpi-dev openmpi-bin        Open MPI 4.1: rank bootstrap and the MPI communicator (tessera/dist)
+#     python3-venv                      the project's Python environment
+#   From PyPI, into .venv/ (scripts/requirements.txt, pinned):
+#     torch 2.11 (LibTorch: its headers, libraries and CMake config; CMake asks .venv/bin/python for it) with the
+#     CUDA 13.0 toolkit wheels its config needs (nvcc, runtime, CCCL, NCCL), and the libraries tessera is
+#     checked against (transformers, peft, lightning, safetensors, ...).
 set -euo pipefail
-packages=(cmake ninja-build g++ ccache libtorch-dev libopenblas0-pthread nlohmann-json3-dev libboost1.81-dev catch2
-          libopenmpi-dev openmpi-bin
-          python3-torch)
+cd "$(dirname "$0")/.."
+packages=(cmake ninja-build g++ ccache nlohmann-json3-dev libboost1.81-dev catch2 libopenmpi-dev openmpi-bin python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -19,4 +23,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+venv=.venv
+stamp="$venv/.requirements.sha256"
+want=$(sha256sum scripts/requirements.txt | cut -d' ' -f1)
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "installing the Python environment $venv (scripts/requirements.txt; torch and its CUDA wheels are ~4 GB)"
+  [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r scripts/requirements.txt
+  # The CUDA wheels ship versioned libraries only (libcudart.so.13) and no lib64/, which CMake's CUDA detection
+  # and nvcc's own link step look for: add the unversioned names and lib64 beside them.
+  cuda=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/nvidia/cu13
+  for lib in "$cuda"/lib/*.so.*; do
+    base="${lib%%.so.*}.so"
+    [ -e "$base" ] || ln -s "$(basename "$lib")" "$base"
+  done
+  [ -e "$cuda/lib64" ] || ln -s lib "$cuda/lib64"
+  echo "$want" > "$stamp"
 fi

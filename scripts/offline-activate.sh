@@ -3,7 +3,7 @@
 # Unpacks the packages offline-bundle.sh downloaded into PREFIX (never into /: nothing is installed system-wide)
 # and points this shell at them: PATH, LD_LIBRARY_PATH, CPATH, CMAKE_PREFIX_PATH, and OPAL_PREFIX, which is how
 # Open MPI finds its own files after being moved. Then configure tessera as usual, e.g.
-#   cmake -S . -B build -DCMAKE_PREFIX_PATH="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')"
+#   cmake -S . -B build -DTESSERA_TORCH_PYTHON="$(command -v python3)"
 #   (CMAKE_PREFIX_PATH from the environment is searched too).
 dir=${1:?usage: source offline-activate.sh DIR PREFIX}
 prefix=${2:?usage: source offline-activate.sh DIR PREFIX}

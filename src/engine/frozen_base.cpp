@@ -4,7 +4,6 @@
 #include <ATen/ATen.h>
 
 #include "tessera/core/error.hpp"
-#include "tessera/models/ops.hpp"
 
 namespace tessera {
 
@@ -59,7 +58,7 @@ FrozenBase::FrozenBase(const ParamStore& store, const std::vector<bool>& quantiz
 
 at::Tensor FrozenBase::linear(std::size_t spec, const at::Tensor& x) const {
   if (nf4_[spec]) return quant::nf4_linear(x, *nf4_[spec]);
-  return ops::linear(x, dense_[spec]);
+  return at::linear(x, dense_[spec]);
 }
 
 at::Tensor FrozenBase::weight(std::size_t spec, c10::ScalarType dtype) const {

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "tessera/core/compat.hpp"
+#include "tessera/engine/storage.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera {
@@ -77,7 +77,7 @@ UnitEngine::UnitEngine(ParamStore& store, ShardPlan plan, UnitComms comms, std::
     gathered_.resize(units);
     for (std::size_t u = 0; u < units; ++u) {
       gathered_[u].full = at::empty({store_.padded_numel(u)}, at::TensorOptions().dtype(plan_.compute_dtype).device(device));
-      compat::free_storage(gathered_[u].full);
+      storage::free_storage(gathered_[u].full);
     }
   }
   if (plan_.stage <= 1) {
@@ -111,7 +111,7 @@ at::Tensor UnitEngine::call(std::size_t c, const at::Tensor& x, const at::Tensor
 
 void UnitEngine::start_gather(std::size_t u) {
   Gathered& g = gathered_[u];
-  compat::restore_storage(g.full, static_cast<std::size_t>(g.full.numel() * element_bytes(plan_.compute_dtype)));
+  storage::restore_storage(g.full, static_cast<std::size_t>(g.full.numel() * element_bytes(plan_.compute_dtype)));
   const at::Tensor& shard = store_.flat_param(u);
   g.send = shard.to(plan_.device, plan_.compute_dtype, /*non_blocking=*/true);
   g.work = comms_.shard.all_gather_async(g.send, write_alias(g.full));
@@ -140,7 +140,7 @@ void UnitEngine::release(std::size_t u) {
   if (plan_.stage < 3) return;
   Gathered& g = gathered_[u];
   if (--g.refs == 0 && g.materialized) {
-    compat::free_storage(g.full);
+    storage::free_storage(g.full);
     g.materialized = false;
   }
 }

@@ -4,31 +4,37 @@
 #include <c10/core/CPUAllocator.h>
 
 #include <atomic>
+#include <cstddef>
+#include <new>
 #include <cstring>
 #include <mutex>
-
-#include "tessera/core/compat.hpp"
 
 namespace tessera::memory {
 namespace {
 
+// Counts the bytes it hands out. LibTorch's raw_allocate() (oneDNN's reduced-precision kernels use it) needs a
+// DataPtr whose context is its data pointer, so the bookkeeping lives in a header in front of the data:
+//   [ Header (inner DataPtr, bytes) | pad to kHeaderBytes | data (bytes) ]
+// The base allocator aligns blocks to 64 bytes, and kHeaderBytes keeps the data on that alignment.
 class CountingCpuAllocator final : public c10::Allocator {
  public:
   explicit CountingCpuAllocator(c10::Allocator* base) : base_(base) {}
 
-  c10::DataPtr allocate(size_t bytes) TESSERA_ALLOCATE_CONST override {
-    c10::DataPtr inner = base_->allocate(bytes);
-    void* data = inner.get();
-    auto* ctx = new Context{std::move(inner), static_cast<std::int64_t>(bytes), this};
-    const std::int64_t now = allocated_.fetch_add(ctx->bytes) + ctx->bytes;
+  c10::DataPtr allocate(size_t bytes) override {
+    c10::DataPtr inner = base_->allocate(bytes + kHeaderBytes);
+    auto* block = static_cast<std::byte*>(inner.get());
+    new (block) Header{std::move(inner), static_cast<std::int64_t>(bytes), this};
+    const std::int64_t now = allocated_.fetch_add(static_cast<std::int64_t>(bytes)) + static_cast<std::int64_t>(bytes);
     std::int64_t seen = peak_.load();
     while (now > seen && !peak_.compare_exchange_weak(seen, now)) {
     }
-    return {data, ctx, &release, c10::Device(c10::DeviceType::CPU)};
+    void* data = block + kHeaderBytes;
+    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
   }
 
-  // Pure virtual from LibTorch 2.3 on; a plain member before.
-  void copy_data(void* dest, const void* src, std::size_t count) const { std::memcpy(dest, src, count); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+  // raw_deallocate(p) frees what raw_allocate() gave: the data pointer is the context, so release() serves both.
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
 
   void reset_peak() { peak_.store(allocated_.load()); }
 
@@ -38,16 +44,20 @@ class CountingCpuAllocator final : public c10::Allocator {
   }
 
  private:
-  struct Context {
-    c10::DataPtr inner;  // frees through the base allocator when destroyed
-    std::int64_t bytes;
+  struct Header {
+    c10::DataPtr inner;  // the whole block; frees it through the base allocator when destroyed
+    std::int64_t bytes;  // what the caller asked for
     const CountingCpuAllocator* owner;
   };
-  static void release(void* raw) {
-    auto* ctx = static_cast<Context*>(raw);
-    ctx->owner->allocated_.fetch_sub(ctx->bytes);
-    delete ctx;
-  }
+  static constexpr std::size_t kHeaderBytes = 64;
+  static_assert(sizeof(Header) <= kHeaderBytes, "the header must fit in front of 64-byte-aligned data");
+
+  static void release(void* data) {
+    auto* header = reinterpret_cast<Header*>(static_cast<std::byte*>(data) - kHeaderBytes);
+    header->owner->allocated_.fetch_sub(header->bytes);
+    c10::DataPtr block = std::move(header->inner);
+    header->~Header();
+  }  // `block` frees the memory here
 
   c10::Allocator* base_;
   mutable std::atomic<std::int64_t> allocated_{0};

@@ -6,7 +6,6 @@
 #include <limits>
 #include <string>
 
-#include "tessera/models/ops.hpp"
 
 namespace tessera::models {
 namespace {
@@ -27,13 +26,6 @@ at::Tensor rotate_half(const at::Tensor& x) {
 // x (B, heads, T, D); cos/sin (T, D)
 at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   return x * cos + rotate_half(x) * sin;
-}
-
-// (B, kv_heads, T, D) -> (B, kv_heads * n_rep, T, D), each kv head repeated n_rep times in place.
-at::Tensor repeat_kv(const at::Tensor& x, std::int64_t n_rep) {
-  if (n_rep == 1) return x;
-  const auto b = x.size(0), kvh = x.size(1), t = x.size(2), d = x.size(3);
-  return x.unsqueeze(2).expand({b, kvh, n_rep, t, d}).reshape({b, kvh * n_rep, t, d});
 }
 
 }  // namespace
@@ -75,7 +67,6 @@ Llama::Context Llama::make_context(const Config& c, std::int64_t seq_len, c10::S
   Context ctx;
   ctx.cos = emb.cos().to(device, compute_dtype);
   ctx.sin = emb.sin().to(device, compute_dtype);
-  ctx.causal_mask = at::ones({seq_len, seq_len}, at::TensorOptions().dtype(at::kBool)).triu(1).to(device);
   return ctx;
 }
 
@@ -85,7 +76,7 @@ at::Tensor Llama::embed(const Config&, at::TensorList w, const at::Tensor& token
 
 at::Tensor Llama::block(const Config& c, const Context& ctx, at::TensorList w, const at::Tensor& x,
                         const LinearFn* linear) {
-  auto lin = [&](std::size_t k, const at::Tensor& in) { return linear ? (*linear)(k, in) : ops::linear(in, w[k]); };
+  auto lin = [&](std::size_t k, const at::Tensor& in) { return linear ? (*linear)(k, in) : at::linear(in, w[k]); };
   const auto b = x.size(0), t = x.size(1);
   const auto heads = c.num_attention_heads, kv_heads = c.num_key_value_heads, d = c.head_dim;
   const at::Tensor cos = ctx.cos.narrow(0, 0, t), sin = ctx.sin.narrow(0, 0, t);
@@ -97,19 +88,18 @@ at::Tensor Llama::block(const Config& c, const Context& ctx, at::TensorList w, c
   const at::Tensor v = lin(3, h).view({b, t, kv_heads, d}).transpose(1, 2);
   q = apply_rope(q, cos, sin);
   k = apply_rope(k, cos, sin);
-  const auto n_rep = heads / kv_heads;
-  const at::Tensor scores =
-      ops::matmul(q, repeat_kv(k, n_rep).transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(d)));
-  const at::Tensor masked = scores.masked_fill(ctx.causal_mask.narrow(0, 0, t).narrow(1, 0, t),
-                                               -std::numeric_limits<double>::infinity());
-  // HF eager attention: softmax in fp32, then back to the compute dtype.
-  const at::Tensor probs = at::softmax(masked, -1, at::kFloat).to(x.scalar_type());
-  const at::Tensor attn = ops::matmul(probs, repeat_kv(v, n_rep)).transpose(1, 2).reshape({b, t, heads * d});
+  // HF's default "sdpa" attention: causal, scaled by 1/sqrt(D), grouped-query heads shared by enable_gqa
+  // (each kv head serves heads / kv_heads query heads, as repeat_kv does). (B, heads, T, D) -> (B, T, heads*D).
+  const at::Tensor attn = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                                           /*is_causal=*/true, /*scale=*/std::nullopt,
+                                                           /*enable_gqa=*/true)
+                              .transpose(1, 2)
+                              .reshape({b, t, heads * d});
   const at::Tensor x1 = x + lin(4, attn);
 
   // SwiGLU MLP: down(silu(gate(h)) * up(h)).
   const at::Tensor h2 = rms_norm(x1, w[5], c.rms_norm_eps);
-  const at::Tensor mlp = lin(8, ops::silu(lin(6, h2)) * lin(7, h2));
+  const at::Tensor mlp = lin(8, at::silu(lin(6, h2)) * lin(7, h2));
   return x1 + mlp;
 }
 
@@ -117,7 +107,7 @@ at::Tensor Llama::loss(const Config& c, at::TensorList head, at::TensorList embe
                        const at::Tensor& targets) {
   const at::Tensor h = rms_norm(x, head[0], c.rms_norm_eps);
   const at::Tensor& lm_head = c.tie_word_embeddings ? embed[0] : head[1];
-  const at::Tensor logits = ops::linear(h, lm_head);  // (B, T, V)
+  const at::Tensor logits = at::linear(h, lm_head);  // (B, T, V)
   return at::cross_entropy_loss(logits.to(at::kFloat).view({-1, c.vocab_size}), targets.reshape({-1}));
 }
 

@@ -170,6 +170,19 @@ LlamaConfig read_llama_config(const std::filesystem::path& path) {
   c.max_position_embeddings = present("max_position_embeddings") ? integer("max_position_embeddings") : 2048;
   c.rms_norm_eps = number_or("rms_norm_eps", 1e-6);
   c.rope_theta = number_or("rope_theta", 10000.0);
+  // transformers 5 writes the rotary settings as "rope_parameters": {"rope_type": "default", "rope_theta": x}.
+  if (present("rope_parameters")) {
+    const nlohmann::json& rope = j.at("rope_parameters");
+    if (!rope.is_object()) throw wrong("rope_parameters", "an object", rope);
+    const nlohmann::json type = rope.value("rope_type", nlohmann::json("default"));
+    if (type != "default")
+      throw FormatError(where + ": rope_parameters " + io::json_excerpt(rope) +
+                        " is not supported; tessera's Llama has plain rotary embeddings (rope_type \"default\")");
+    if (rope.contains("rope_theta")) {
+      if (!rope.at("rope_theta").is_number()) throw wrong("rope_parameters.rope_theta", "a number", rope.at("rope_theta"));
+      c.rope_theta = rope.at("rope_theta").get<double>();
+    }
+  }
   c.initializer_range = number_or("initializer_range", 0.02);
   c.tie_word_embeddings = boolean_or("tie_word_embeddings", false);
   try {

@@ -15,7 +15,6 @@
 
 #include "tessera/core/parallel.hpp"
 #include "tessera/core/error.hpp"
-#include "tessera/models/ops.hpp"
 
 namespace tessera::quant {
 namespace {
@@ -251,14 +250,14 @@ struct Nf4Linear : torch::autograd::Function<Nf4Linear> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const Nf4Tensor& q) {
     save_nf4(ctx, q);
     ctx->saved_data["x_dtype"] = static_cast<std::int64_t>(x.scalar_type());
-    return ops::linear(x, nf4_dequantize(q, x.scalar_type()));
+    return at::linear(x, nf4_dequantize(q, x.scalar_type()));
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto dtype = static_cast<c10::ScalarType>(ctx->saved_data["x_dtype"].toInt());
     const Nf4Tensor q = load_nf4(ctx);
     at::Tensor g = grads[0];
     if (g.scalar_type() != dtype) g = g.to(dtype);
-    return {ops::matmul(g, nf4_dequantize(q, dtype)), at::Tensor()};
+    return {at::matmul(g, nf4_dequantize(q, dtype)), at::Tensor()};
   }
 };
 

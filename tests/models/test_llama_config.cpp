@@ -73,6 +73,23 @@ TEST_CASE("unknown presets and bad config.json files are refused clearly", "[mod
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("config.json: transformers 5's rope_parameters give rope_theta; other rope types are refused", "[models]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("tessera-cfg-rope-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto read_with = [&](const std::string& rope) {
+    std::ofstream(dir / "config.json") << R"({"model_type":"llama","vocab_size":100,"hidden_size":64,)"
+                                       << R"("intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,)"
+                                       << R"("rope_parameters":)" << rope << "}";
+    return read_llama_config(dir / "config.json");
+  };
+  CHECK(read_with(R"({"rope_theta": 500000.0, "rope_type": "default"})").rope_theta == 500000.0);
+  CHECK(read_with(R"({"rope_type": "default"})").rope_theta == 10000.0);
+  CHECK_THROWS_WITH(read_with(R"({"rope_type": "llama3", "factor": 8.0, "rope_theta": 500000.0})"),
+                    Catch::Contains("rope_parameters {") && Catch::Contains("rope_type \"default\""));
+  CHECK_THROWS_WITH(read_with("5"), Catch::Contains("\"rope_parameters\" must be an object, got a number 5"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("config.json: wrong JSON types name the file, the key, the type found and the type wanted", "[models]") {
   const auto dir = std::filesystem::temp_directory_path() / ("tessera-cfg-types-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

@@ -11,7 +11,6 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/memory/counting_cpu_allocator.hpp"
-#include "tessera/models/ops.hpp"
 #include "tessera/quant/nf4.hpp"
 
 #include <catch2/catch.hpp>
@@ -231,7 +230,7 @@ TEST_CASE("nf4_linear equals the dense linear with the dequantized weight, forwa
     const at::Tensor gy = at::randn({3, 5, 96});
 
     const at::Tensor y = nf4_linear(x, q);
-    const at::Tensor yr = ops::linear(xr, deq);
+    const at::Tensor yr = at::linear(xr, deq);
     REQUIRE(y.sizes() == yr.sizes());
     CHECK(max_rel_diff(y, yr) < 1e-6);
     y.backward(gy);
@@ -268,7 +267,7 @@ TEST_CASE("nf4_linear keeps no dequantized weight alive between forward and back
 
   // The contrast: a dense linear of a temporary dequantized weight keeps it alive for backward.
   const std::int64_t base2 = live();
-  at::Tensor yd = ops::linear(x, nf4_dequantize(q, at::kFloat));
+  at::Tensor yd = at::linear(x, nf4_dequantize(q, at::kFloat));
   CHECK(live() - base2 == static_cast<std::int64_t>(yd.nbytes()) + weight_bytes);
 }
 
@@ -284,7 +283,7 @@ TEST_CASE("nf4_linear with bf16 inputs on the CPU", "[quant]") {
 
   const at::Tensor y = nf4_linear(x, q);
   CHECK(y.scalar_type() == at::kBFloat16);
-  const at::Tensor yr = ops::linear(xr, deq.to(at::kBFloat16));
+  const at::Tensor yr = at::linear(xr, deq.to(at::kBFloat16));
   CHECK(max_rel_diff(y, yr) < 1e-6);  // the same bf16 weight and GEMM: identical
   y.backward(gy);
   yr.backward(gy);

@@ -14,7 +14,8 @@ It re-implements, without sharing code with tessera:
 Commands: make-model, make-tokens, make-adapter (random PEFT dir with non-zero B), train (optionally --adapter DIR,
 --save-adapter DIR, --save-merged DIR), bench.
 
-Only Debian's python3-torch (1.13) and the standard library are needed.
+Only torch and the standard library are needed (the LoRA checks and the benchmarks still use it; the plain
+Llama checks run Hugging Face transformers itself, check_against_transformers.py).
 """
 import argparse
 import json

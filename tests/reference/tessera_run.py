@@ -1,5 +1,5 @@
 """The tessera side of the reference checks: run an example binary with key=value arguments and read its
-per-step losses; compare them with the reference's. Shared by check_against_reference.py and
+per-step losses; compare them with the reference's. Shared by check_against_transformers.py and
 check_lora_against_reference.py."""
 import json
 import subprocess

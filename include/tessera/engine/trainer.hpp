@@ -14,6 +14,7 @@
 // Optimizer for the update; the model family supplies the forward pieces. The loss reported is the mean over
 // ranks, so W ranks of B rows report what one rank of W*B rows does.
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <chrono>
@@ -42,7 +43,6 @@
 #include "tessera/io/checkpoint_dir.hpp"
 #include "tessera/memory/allocator_stats.hpp"
 #include "tessera/memory/snapshot.hpp"
-#include "tessera/models/ops.hpp"
 #include "tessera/report/reporter.hpp"
 
 namespace tessera {
@@ -427,7 +427,7 @@ class Trainer {
         const int j = site_index_[spec];
         if (j < 0) return y;
         const at::Tensor in = lora_.dropout > 0 ? lora_dropout(h, lora_.dropout, dropout_seed(c, k)) : h;
-        return y + ops::linear(ops::linear(in, ad[2 * j]), ad[2 * j + 1]) * lora_.scaling();
+        return y + at::linear(at::linear(in, ad[2 * j]), ad[2 * j + 1]) * lora_.scaling();
       };
       return Model::block(model_, context_, base_->unit(c), x, &linear);
     }

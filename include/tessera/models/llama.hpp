@@ -25,11 +25,10 @@ struct Llama {
   using Config = LlamaConfig;
   static constexpr std::string_view name = "llama";
 
-  // Per sequence length and compute dtype: rotary tables and the causal mask, built once per run.
+  // Per sequence length and compute dtype: the rotary tables, built once per run.
   struct Context {
-    at::Tensor cos;          // (T, head_dim), compute dtype
-    at::Tensor sin;          // (T, head_dim), compute dtype
-    at::Tensor causal_mask;  // (T, T) bool, true above the diagonal (masked out)
+    at::Tensor cos;  // (T, head_dim), compute dtype
+    at::Tensor sin;  // (T, head_dim), compute dtype
   };
 
   // Shapes: a named preset, or a Hugging Face config.json (and back).
