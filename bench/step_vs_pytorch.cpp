@@ -1,6 +1,6 @@
-// step_vs_pytorch: one training step of the same Llama (fp32, AdamW) in tessera and in PyTorch
-// (the project's .venv (torch 2.11) running tests/reference/llama_reference.py), same shapes, same thread count,
-// measured in one run, alternating rounds so that both see the same machine state.
+// step_vs_pytorch: one training step of the same Llama (fp32, AdamW) in tessera and in PyTorch 2.11 eager running
+// Hugging Face transformers' LlamaForCausalLM with one torch.optim.AdamW (bench/hf_step.py, in the project's .venv),
+// same shapes, same thread count, measured in one run, alternating rounds so that both see the same machine state.
 //
 //   bench/step_vs_pytorch [model=tiny] [batch_size=8] [seq_len=256] [threads=0] [steps=5] [rounds=4]
 // Last line: `ratio: X` = tessera median step time / PyTorch median step time (goal <= 1.0).
