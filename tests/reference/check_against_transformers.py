@@ -48,16 +48,6 @@ def write_tokens(path, count, vocab, llmc, seed=0):
     return tokens.to(torch.int64) & 0xFFFF
 
 
-def batch(tokens, step, micro, accumulate, rows, seq_len):
-    """tessera's documented order (docs/architecture.md, data order): chunk c = step*A + micro of rows*T+1 tokens,
-    wrapping when fewer remain; row r is inputs [start + r*T, +T) and the targets one token later."""
-    chunk_tokens = rows * seq_len
-    chunks = (tokens.numel() - 1) // chunk_tokens
-    start = ((step * accumulate + micro) % chunks) * chunk_tokens
-    span = tokens[start:start + chunk_tokens + 1]
-    return span[:-1].reshape(rows, seq_len), span[1:].reshape(rows, seq_len)
-
-
 def hf_loss(model, x, y):
     """Mean next-token cross-entropy over every position, the next token of a row's last position included (the
     targets come shifted from the token stream; LlamaForCausalLM's own labels= would drop that position)."""
@@ -73,7 +63,7 @@ def train(model, tokens, steps, accumulate, rows, seq_len, lr, weight_decay, opt
     for s in range(steps):
         total = 0.0
         for m in range(accumulate):
-            x, y = batch(tokens, s, m, accumulate, rows, seq_len)
+            x, y = tessera_run.batch(tokens, s, m, accumulate, rows, seq_len)
             loss = hf_loss(model, x, y)
             (loss / accumulate).backward()
             total += loss.item()

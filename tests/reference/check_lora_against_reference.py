@@ -205,7 +205,7 @@ def check_merged(a, targets, saved, reference, weights, initial, data):
     print(f"merged dir: {len(adapted)} adapted weights, worst relative difference {worst_w:.2e}, of the merged-in "
           f"delta {worst_delta:.2e}" + (f" ({worst_name})" if worst_name else "")
           + f"; untargeted tensors vs the base {worst_base:.2e}")
-    x, y = ref.batch(data, 0, 0, 1, a.rows, a.seq_len)
+    x, y = tessera_run.batch(data, 0, 0, 1, a.rows, a.seq_len)
     with torch.no_grad():
         lora_loss = reference.loss(x, y).item()
         plain = ref.Llama(reference.cfg, {k: merged[k] for k in want if k in merged})

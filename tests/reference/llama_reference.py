@@ -12,7 +12,7 @@ It re-implements, without sharing code with tessera:
     only A and B trained, merging W + scaling * B @ A.
 
 Commands: make-model, make-tokens, make-adapter (random PEFT dir with non-zero B), train (optionally --adapter DIR,
---save-adapter DIR, --save-merged DIR), bench.
+--save-adapter DIR, --save-merged DIR).
 
 Only torch and the standard library are needed (the LoRA checks and the benchmarks still use it; the plain
 Llama checks run Hugging Face transformers itself, check_against_transformers.py).
@@ -24,10 +24,12 @@ import os
 import re
 import struct
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tessera_run  # noqa: E402  (tessera's batch order)
 
 ST_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16, "F64": torch.float64}
 ST_NAMES = {v: k for k, v in ST_DTYPES.items()}
@@ -341,17 +343,6 @@ def read_tokens(path):
     return torch.frombuffer(bytearray(raw), dtype=torch.int16).to(torch.int64) & 0xFFFF
 
 
-def batch(tokens, step, micro, accumulate, rows, seq_len):
-    """Rows of chunk c = step*accumulate + micro; chunk starts wrap when fewer than rows*T+1 tokens remain."""
-    chunk_tokens = rows * seq_len
-    chunks = (tokens.numel() - 1) // chunk_tokens
-    start = ((step * accumulate + micro) % chunks) * chunk_tokens
-    span = tokens[start:start + chunk_tokens + 1]
-    x = span[:-1].reshape(rows, seq_len)
-    y = span[1:].reshape(rows, seq_len)
-    return x, y
-
-
 def train(model, tokens, steps, accumulate, rows, seq_len, lr, weight_decay, optimizer="adamw"):
     if optimizer == "adamw":
         opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
@@ -361,7 +352,7 @@ def train(model, tokens, steps, accumulate, rows, seq_len, lr, weight_decay, opt
     for s in range(steps):
         total = 0.0
         for m in range(accumulate):
-            x, y = batch(tokens, s, m, accumulate, rows, seq_len)
+            x, y = tessera_run.batch(tokens, s, m, accumulate, rows, seq_len)
             loss = model.loss(x, y)
             (loss / accumulate).backward()
             total += loss.item()
@@ -410,11 +401,6 @@ def main():
     ma.add_argument("--rslora", action="store_true", help="use_rslora: scaling alpha / sqrt(r)")
     ma.add_argument("--dropout", type=float, default=0.0, help="lora_dropout written to adapter_config.json")
     ma.add_argument("--dtype", default="F32", choices=list(ST_DTYPES))
-    bn = sub.add_parser("bench", help="time training steps of a preset-shaped model with random weights")
-    bn.add_argument("--config", required=True)
-    for k, t, d in [("--rows", int, 8), ("--seq-len", int, 256), ("--steps", int, 5), ("--warmup", int, 1),
-                    ("--threads", int, 0)]:
-        bn.add_argument(k, type=t, default=d)
     a = ap.parse_args()
 
     if a.cmd == "make-model":
@@ -458,17 +444,6 @@ def main():
             json.dump(cfg, open(os.path.join(a.save_merged, "config.json"), "w"), indent=2)
             write_safetensors(os.path.join(a.save_merged, "model.safetensors"), model.merged_weights())
         print(json.dumps({"losses": losses}))
-    elif a.cmd == "bench":
-        torch.set_num_threads(a.threads or os.cpu_count())
-        cfg = json.loads(a.config)
-        model = Llama(cfg, random_weights(cfg, 0))
-        tokens = torch.randint(0, cfg["vocab_size"], (a.rows * a.seq_len * (a.steps + a.warmup) + 1,))
-        times = []
-        for s in range(a.warmup + a.steps):
-            t0 = time.perf_counter()
-            train(model, tokens[s * a.rows * a.seq_len:], 1, 1, a.rows, a.seq_len, 1e-4, 0.01)
-            times.append(time.perf_counter() - t0)
-        print(json.dumps({"step_ms": [t * 1e3 for t in times[a.warmup:]]}))
     return 0
 
 

@@ -1,5 +1,5 @@
 """The tessera side of the reference checks: run an example binary with key=value arguments and read its
-per-step losses; compare them with the reference's. Shared by check_against_transformers.py and
+per-step losses; compare them with the reference's; the rows tessera reads at each micro-step. Shared by check_against_transformers.py and
 check_lora_against_reference.py."""
 import json
 import subprocess
@@ -30,3 +30,13 @@ def compare_losses(ours, theirs):
         worst = max(worst, rel)
         print(f"step {s:3d}  tessera {x:.7f}  reference {y:.7f}  rel {rel:.2e}")
     return worst
+
+
+def batch(tokens, step, micro, accumulate, rows, seq_len):
+    """tessera's documented order (docs/architecture.md, data order): chunk c = step*A + micro of rows*T+1 tokens,
+    wrapping when fewer remain; row r is inputs [start + r*T, +T) and the targets one token later."""
+    chunk_tokens = rows * seq_len
+    chunks = (tokens.numel() - 1) // chunk_tokens
+    start = ((step * accumulate + micro) % chunks) * chunk_tokens
+    span = tokens[start:start + chunk_tokens + 1]
+    return span[:-1].reshape(rows, seq_len), span[1:].reshape(rows, seq_len)
