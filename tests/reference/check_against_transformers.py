@@ -61,18 +61,7 @@ def train(model, tokens, steps, accumulate, rows, seq_len, lr, weight_decay, opt
     opt = {"adamw": lambda: torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay),
            "adamw-fused": lambda: torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=True),
            "sgd": lambda: torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)}[optimizer]()
-    losses = []
-    for s in range(steps):
-        total = 0.0
-        for m in range(accumulate):
-            x, y = tessera_run.batch(tokens, s, m, accumulate, rows, seq_len)
-            loss = hf_loss(model, x, y)
-            (loss / accumulate).backward()
-            total += loss.item()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(total / accumulate)
-    return losses
+    return tessera_run.train_loop(lambda x, y: hf_loss(model, x, y), opt, tokens, steps, accumulate, rows, seq_len)
 
 
 def main():

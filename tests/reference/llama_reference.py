@@ -348,18 +348,7 @@ def train(model, tokens, steps, accumulate, rows, seq_len, lr, weight_decay, opt
         opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     else:
         opt = torch.optim.SGD(model.parameters(), lr=lr, weight_decay=weight_decay)
-    losses = []
-    for s in range(steps):
-        total = 0.0
-        for m in range(accumulate):
-            x, y = tessera_run.batch(tokens, s, m, accumulate, rows, seq_len)
-            loss = model.loss(x, y)
-            (loss / accumulate).backward()
-            total += loss.item()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(total / accumulate)
-    return losses
+    return tessera_run.train_loop(model.loss, opt, tokens, steps, accumulate, rows, seq_len)
 
 
 def main():

@@ -1,5 +1,6 @@
 """The tessera side of the reference checks: run an example binary with key=value arguments and read its
-per-step losses; compare them with the reference's; the rows tessera reads at each micro-step. Shared by check_against_transformers.py and
+per-step losses; compare them with the reference's; the rows tessera reads at each micro-step, and the
+reference side's training loop over them. Shared by check_against_transformers.py and
 check_lora_against_reference.py."""
 import json
 import subprocess
@@ -40,3 +41,20 @@ def batch(tokens, step, micro, accumulate, rows, seq_len):
     start = ((step * accumulate + micro) % chunks) * chunk_tokens
     span = tokens[start:start + chunk_tokens + 1]
     return span[:-1].reshape(rows, seq_len), span[1:].reshape(rows, seq_len)
+
+
+def train_loop(loss_fn, opt, tokens, steps, accumulate, rows, seq_len):
+    """Steps of the reference side over tessera's batch order: loss_fn(inputs, targets) per micro-step, gradients
+    averaged over the micro-steps, one opt.step() per step. Returns the mean loss of each step."""
+    losses = []
+    for s in range(steps):
+        total = 0.0
+        for m in range(accumulate):
+            x, y = batch(tokens, s, m, accumulate, rows, seq_len)
+            loss = loss_fn(x, y)
+            (loss / accumulate).backward()
+            total += loss.item()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(total / accumulate)
+    return losses
