@@ -5,8 +5,9 @@ if(TESSERA_WITH_MPI)
   target_link_libraries(collectives PRIVATE tessera::tessera)
   tessera_use_pch(collectives)
 endif()
-# ddp_vs_pytorch: tessera's Ddp and FullShard (the example binaries under mpiexec -n 2) against PyTorch DDP
-# (gloo, bench/ddp_reference.py) at 2 ranks. A plain program that starts the MPI jobs itself:
+# ddp_vs_pytorch: tessera's Ddp and FullShard (the example binaries under mpiexec -n 2) against torch DDP and FSDP2
+# (transformers' LlamaForCausalLM over gloo, bench/ddp_reference.py) at 2 ranks. A plain program that starts the
+# MPI jobs and the torch processes itself:
 #   build/bench/ddp_vs_pytorch [batch_size=4] [seq_len=128] [steps=5] [rounds=2]
 if(TESSERA_WITH_MPI AND TARGET llama-ddp-fp32 AND TARGET llama-fsdp-fp32)
   add_executable(ddp_vs_pytorch ddp_vs_pytorch.cpp)

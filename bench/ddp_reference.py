@@ -1,33 +1,36 @@
 #!/usr/bin/env python3
-"""PyTorch DDP training-step time for the Llama that tessera trains: the PyTorch side of bench/ddp_vs_pytorch.
+"""PyTorch DDP or FSDP2 training-step time for the Llama that tessera trains: the PyTorch side of
+bench/ddp_vs_pytorch.
 
-bench/ddp_vs_pytorch times tessera's data-parallel (DDP) and fully sharded (FSDP) training steps; this script
-times the same step in PyTorch's torch.nn.parallel.DistributedDataParallel, on the same machine, so that the
-C++ side can report the ratio.
+bench/ddp_vs_pytorch times tessera's data-parallel (Ddp) and fully sharded (FullShard) training steps; this script
+times the same step as PyTorch users run it, on the same machine, so that the C++ side can report the ratios:
+--policy ddp wraps the model in torch.nn.parallel.DistributedDataParallel, --policy fsdp applies FSDP2's
+torch.distributed.fsdp.fully_shard to every decoder layer and then to the root (torchtitan's composition) on a 1-D
+"cpu" device mesh.
 
 What it measures. It spawns --world processes (torch.multiprocessing, start method "spawn") that rendezvous over
 tcp://127.0.0.1:<free port> with the gloo backend (CPU). Every rank sets torch.set_num_threads(--threads), builds
-the model in fp32 from tests/reference/llama_reference.py (its Llama forward and random_weights, same --seed on
-every rank), wraps it in DistributedDataParallel(bucket_cap_mb=--bucket-mb) and trains it with torch.optim.AdamW
-(lr 1e-3, torch defaults otherwise) on synthetic token batches of shape (--rows, --seq-len) per rank
-(deterministic, rank-dependent, drawn before timing starts). One step is
+Hugging Face transformers' LlamaForCausalLM (attn_implementation "sdpa") in fp32 from the config with the same
+--seed on every rank, wraps it, and trains it with torch.optim.AdamW (lr 1e-3, torch defaults otherwise) on
+synthetic token batches of shape (--rows, --seq-len) per rank (deterministic, rank-dependent, drawn before timing
+starts). One step is
 
-    forward (mean next-token cross-entropy) -> loss.backward() (DDP all-reduces gradient buckets, overlapped)
-    -> opt.step() -> opt.zero_grad(set_to_none=True)
+    forward (mean next-token cross-entropy over every position, in fp32) -> loss.backward() (DDP all-reduces
+    gradient buckets, overlapped; FSDP2 gathers each unit before its forward and backward and reduce-scatters its
+    gradients) -> opt.step() -> opt.zero_grad(set_to_none=True)
 
 Each step begins with dist.barrier(); rank 0's time.perf_counter() interval then covers the whole step. --warmup
 steps are run but not reported. The loss printed is the mean over ranks of each rank's local loss, all-reduced
 after the step's timer has stopped.
 
 Output (stdout, rank 0 only): one JSON line per measured step, {"step": i, "step_ms": t, "loss": l} with i
-counting measured steps from 0, then `pytorch_ddp_median_ms: X`, the median of the measured step times (for an
+counting measured steps from 0, then `pytorch_<policy>_median_ms: X`, the median of the measured step times (for an
 even count the upper middle value, as bench/step_vs_pytorch takes it). On any failure (bad arguments, bad
 config, a rank that raises or dies) a message goes to stderr and the exit status is non-zero.
 
-Only torch and the standard library are needed:
-    .venv/bin/python bench/ddp_reference.py --config '{"vocab_size": 4096, ...}' --world 2 --rows 4 \\
-        --seq-len 128 --threads 1 --steps 5 [--warmup 1] [--bucket-mb 25] [--seed 0]
---config takes the config.json fields as bench/step_vs_pytorch passes them (vocab_size, hidden_size,
+    .venv/bin/python bench/ddp_reference.py --config '{"vocab_size": 4096, ...}' --policy ddp|fsdp --world 2 \\
+        --rows 4 --seq-len 128 --threads 1 --steps 5 [--warmup 1] [--bucket-mb 25] [--seed 0]
+--config takes the config.json fields as bench/ddp_vs_pytorch passes them (vocab_size, hidden_size,
 intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, rms_norm_eps, rope_theta;
 optionally head_dim, tie_word_embeddings, initializer_range).
 """
@@ -40,13 +43,10 @@ import sys
 import time
 import traceback
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
-
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
-
-from llama_reference import Llama, random_weights  # noqa: E402
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
 
 PROG = "ddp_reference"
 REQUIRED_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
@@ -78,24 +78,26 @@ def check_config(cfg):
         raise ConfigError(f"num_attention_heads {heads} is not divisible by num_key_value_heads {kv}")
 
 
-class LlamaModule(torch.nn.Module):
-    """The reference Llama as an nn.Module, so that DDP can see its parameters.
+def build(cfg, a):
+    """LlamaForCausalLM with the same random weights on every rank, wrapped as --policy says; returns
+    (callable model, parameters)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(a.seed)
+    model = LlamaForCausalLM(LlamaConfig(**cfg, attn_implementation="sdpa"))
+    if a.policy == "ddp":
+        return torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_mb), list(model.parameters())
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", (a.world,))
+    for layer in model.model.layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model, list(model.parameters())
 
-    The parameters are registered in the reference's weight order (embeddings, layers 0..L-1, final norm,
-    lm_head), the order of a Hugging Face LlamaForCausalLM, and are the very tensors the reference's loss()
-    reads, so DDP's gradient buckets fill in backward order as they would for the HF model.
-    """
 
-    def __init__(self, cfg, weights):
-        super().__init__()
-        self.llama = Llama(cfg, weights, torch.float32)
-        for name, t in list(self.llama.params.items()):
-            p = torch.nn.Parameter(t.detach())
-            self.register_parameter(name.replace(".", "__"), p)
-            self.llama.params[name] = p
-
-    def forward(self, tokens, targets):
-        return self.llama.loss(tokens, targets)
+def next_token_loss(model, x, y):
+    logits = model(input_ids=x).logits
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
 def synthetic_batches(cfg, a, rank):
@@ -119,16 +121,14 @@ def worker(rank, a, cfg, init_method):
     dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=a.world,
                             timeout=datetime.timedelta(seconds=a.timeout))
     try:
-        torch.manual_seed(a.seed)
-        model = LlamaModule(cfg, random_weights(cfg, a.seed))
-        ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_mb)
-        opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
+        model, params = build(cfg, a)
+        opt = torch.optim.AdamW(params, lr=1e-3)
         batches = synthetic_batches(cfg, a, rank)
         records = []
         for s, (x, y) in enumerate(batches):
             dist.barrier()
             t0 = time.perf_counter()
-            loss = ddp(x, y)
+            loss = next_token_loss(model, x, y)
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -140,7 +140,7 @@ def worker(rank, a, cfg, init_method):
         if rank == 0:
             for i, (ms, l) in enumerate(records):
                 print(json.dumps({"step": i, "step_ms": ms, "loss": l}))
-            print(f"pytorch_ddp_median_ms: {median([ms for ms, _ in records]):.3f}", flush=True)
+            print(f"pytorch_{a.policy}_median_ms: {median([ms for ms, _ in records]):.3f}", flush=True)
         dist.barrier()
     finally:
         dist.destroy_process_group()
@@ -160,6 +160,8 @@ def fail(msg, code=1):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", required=True, help="JSON text of config.json fields")
+    ap.add_argument("--policy", choices=["ddp", "fsdp"], default="ddp",
+                    help="DistributedDataParallel, or FSDP2 fully_shard per decoder layer and root (default ddp)")
     for k, t, d, h in [("--world", int, 2, "number of ranks (processes)"),
                        ("--rows", int, 4, "sequences per rank per step"),
                        ("--seq-len", int, 128, "tokens per sequence"),

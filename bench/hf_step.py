@@ -1,48 +1,103 @@
 #!/usr/bin/env python3
-"""The PyTorch side of bench/step_vs_pytorch: Hugging Face transformers' LlamaForCausalLM (its default "sdpa"
+"""The PyTorch eager side of bench/step_vs_pytorch: Hugging Face transformers' LlamaForCausalLM (its default "sdpa"
 attention) trained in PyTorch eager with one torch.optim.AdamW for the whole run, as its users run it.
 
-usage: hf_step.py bench --config JSON --rows R --seq-len T --threads N --steps S [--warmup W]
-Prints one JSON line {"step_ms": [...]}: the wall time of each step after the warm-up steps (the first step
-also creates AdamW's state, as tessera's first step does).
+usage: hf_step.py init --dir D --tokens N
+       hf_step.py bench --dir D --rows R --seq-len T --threads N --steps S [--warmup W]
+
+init: D holds a config.json (written by the bench with tessera's writer); adds random weights (torch.manual_seed(0),
+transformers' own initialisation) with save_pretrained, and D/tokens.bin, N random tokens as raw uint16 (nanoGPT's
+format), so that tessera (model_dir=D data=D/tokens.bin) and every peer train the same weights on the same rows.
+bench: trains from D, reading the rows in tessera's order; prints one JSON line
+{"step_ms": [...], "loss": [...], "threads": n}: the wall time of each step after the warm-up steps (the first
+step also creates AdamW's state, as tessera's does), the loss of every step (warm-up included; read after the clock
+stops) and torch.get_num_threads().
 """
 import argparse
 import json
 import os
 import time
 
+import numpy as np
 import torch
 import torch.nn.functional as F
+import transformers
 from transformers import LlamaConfig, LlamaForCausalLM
 
+transformers.utils.logging.disable_progress_bar()  # its bars would bury the bench's own lines on the terminal
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("cmd", choices=["bench"])
-    ap.add_argument("--config", required=True)
-    for k, t, d in [("--rows", int, 8), ("--seq-len", int, 256), ("--steps", int, 5), ("--warmup", int, 1),
-                    ("--threads", int, 0)]:
-        ap.add_argument(k, type=t, default=d)
-    a = ap.parse_args()
-    torch.set_num_threads(a.threads or os.cpu_count())
+LR, WEIGHT_DECAY = 1e-4, 0.01  # the bench's tessera side runs lr=1e-4 weight_decay=0.01 too
+
+
+def read_tokens(path):
+    return torch.from_numpy(np.fromfile(path, dtype=np.uint16).astype(np.int64))
+
+
+def batch(tokens, step, rows, seq_len):
+    """tessera's data order with one rank and no accumulation (docs/architecture.md, data order): step s reads chunk
+    s mod C of rows*T+1 tokens; row r is inputs [start + r*T, +T) and the targets one token later."""
+    chunk = rows * seq_len
+    start = (step % ((tokens.numel() - 1) // chunk)) * chunk
+    span = tokens[start:start + chunk + 1]
+    return span[:-1].view(rows, seq_len), span[1:].view(rows, seq_len)
+
+
+def loss_of(model, x, y):
+    """Mean next-token cross-entropy over every position, in fp32, as tessera computes it."""
+    logits = model(input_ids=x).logits
+    return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def load_model(model_dir):
+    return LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
+
+
+def init(a):
     torch.manual_seed(0)
-    cfg = json.loads(a.config)
-    model = LlamaForCausalLM(LlamaConfig(**cfg, attn_implementation="sdpa"))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
-    tokens = torch.randint(0, cfg["vocab_size"], (a.rows * a.seq_len * (a.steps + a.warmup) + 1,))
-    times = []
+    LlamaForCausalLM(LlamaConfig.from_pretrained(a.dir)).save_pretrained(a.dir)
+    g = torch.Generator().manual_seed(0)
+    vocab = json.load(open(os.path.join(a.dir, "config.json")))["vocab_size"]
+    tokens = torch.randint(0, vocab, (a.tokens,), generator=g, dtype=torch.int32)
+    tokens.numpy().astype(np.uint16).tofile(os.path.join(a.dir, "tokens.bin"))
+
+
+def bench(a):
+    model = load_model(a.dir)
+    model.train()
+    tokens = read_tokens(os.path.join(a.dir, "tokens.bin"))
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
+    times, losses = [], []
     for s in range(a.warmup + a.steps):
-        start = s * a.rows * a.seq_len
-        span = tokens[start:start + a.rows * a.seq_len + 1]
-        x, y = span[:-1].view(a.rows, a.seq_len), span[1:].view(a.rows, a.seq_len)
+        x, y = batch(tokens, s, a.rows, a.seq_len)
         t0 = time.perf_counter()
-        logits = model(input_ids=x).logits
-        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.reshape(-1))
+        loss = loss_of(model, x, y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - t0)
-    print(json.dumps({"step_ms": [t * 1e3 for t in times[a.warmup:]]}))
+        losses.append(loss.item())
+    print(json.dumps({"step_ms": [t * 1e3 for t in times[a.warmup:]], "loss": losses,
+                      "threads": torch.get_num_threads()}))
+
+
+def parse(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cmd", choices=["init", "bench"])
+    ap.add_argument("--dir", required=True, help="model dir (config.json, model.safetensors, tokens.bin)")
+    for k, d in [("--tokens", 0), ("--rows", 8), ("--seq-len", 256), ("--steps", 5), ("--warmup", 1),
+                 ("--threads", 0)]:
+        ap.add_argument(k, type=int, default=d)
+    a = ap.parse_args(argv)
+    torch.set_num_threads(a.threads or os.cpu_count())
+    return a
+
+
+def main():
+    a = parse()
+    if a.cmd == "init":
+        init(a)
+    else:
+        bench(a)
 
 
 if __name__ == "__main__":

@@ -1,82 +1,238 @@
-// step_vs_pytorch: one training step of the same Llama (fp32, AdamW) in tessera and in PyTorch 2.11 eager running
-// Hugging Face transformers' LlamaForCausalLM with one torch.optim.AdamW (bench/hf_step.py, in the project's .venv),
-// same shapes, same thread count, measured in one run, alternating rounds so that both see the same machine state.
+// step_vs_pytorch: one training step of the same Llama (fp32, AdamW lr 1e-4, weight decay 0.01) in tessera and in
+// Hugging Face transformers' LlamaForCausalLM on PyTorch 2.11, run two ways as their users run it:
+//   eager      one torch.optim.AdamW for the whole run, zero_grad(set_to_none=True) (bench/hf_step.py)
+//   lightning  a lightning.pytorch Trainer, accelerator="cpu", devices=1 (bench/lightning_step.py)
+// For each model size the bench writes one Hugging Face directory (config.json by tessera's writer, random weights
+// and a token file by hf_step.py init); tessera trains it with model_dir= data= and the peers load it, so all three
+// start from the same weights and read the same rows in the same order, on the same thread count. Rounds alternate
+// (each round starts with the next side in turn) so that every side sees the same machine state. The first step of
+// each run (first-touch allocations, AdamW's state) is not counted. The losses of the three must agree (same
+// weights, same rows); the bench fails otherwise.
 //
-//   bench/step_vs_pytorch [model=tiny] [batch_size=8] [seq_len=256] [threads=0] [steps=5] [rounds=4]
-// Last line: `ratio: X` = tessera median step time / PyTorch median step time (goal <= 1.0).
+//   bench/step_vs_pytorch [sizes=tiny,small] [batch_size=8] [seq_len=256] [threads=0] [steps=3] [rounds=2]
+//     sizes: a comma list of tessera presets and `small` (hidden 768, 12 layers, 12 heads, intermediate 2048,
+//     vocab 32000: 134M parameters). Other keys are tessera's run-config keys.
+// Per size: each side's median step (ms) and tessera/eager, tessera/lightning.
+// Last line: `max_ratio: X` = the largest tessera median / peer median over all sizes and peers (goal <= 1.0).
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tessera/models/llama_config.hpp"
 #include "tessera/tessera.hpp"
 
 namespace {
+
+namespace fs = std::filesystem;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
 
+// GPT-2 small's width and depth with Llama's blocks and vocabulary: 134,105,856 parameters (untied head).
+tessera::models::LlamaConfig small_llama() {
+  tessera::models::LlamaConfig c;
+  c.vocab_size = 32000;
+  c.hidden_size = 768;
+  c.intermediate_size = 2048;
+  c.num_hidden_layers = 12;
+  c.num_attention_heads = 12;
+  c.num_key_value_heads = 12;
+  c.head_dim = 64;
+  c.rms_norm_eps = 1e-5;
+  return c;
+}
 
-std::vector<double> pytorch_steps(const std::string& config, std::int64_t rows, std::int64_t seq_len,
-                                  std::int64_t threads, std::int64_t steps) {
-  const char* python = std::getenv("TESSERA_PYTHON");
-  const std::string cmd = std::string(python ? python : TESSERA_DEFAULT_PYTHON) + " " + TESSERA_REFERENCE_SCRIPT +
-                          " bench --config '" + config + "' --rows " + std::to_string(rows) + " --seq-len " +
-                          std::to_string(seq_len) + " --threads " + std::to_string(threads) + " --steps " +
-                          std::to_string(steps);
+// A fresh directory under the system temp dir, removed with everything in it at scope exit.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "tessera-step-bench-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a directory like " + tmpl);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+std::string python() {
+  const char* p = std::getenv("TESSERA_PYTHON");
+  return p ? p : TESSERA_DEFAULT_PYTHON;
+}
+
+// Runs a Python side and returns the JSON of the last stdout line that is one (progress bars and banners go to
+// stderr, but a library may still print to stdout).
+nlohmann::json run_python(const std::string& script, const std::string& args) {
+  const std::string cmd = python() + " '" + script + "' " + args;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) throw std::runtime_error("cannot run " + cmd);
-  std::string out;
+  std::string line, last;
   char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe)) out += buf;
-  if (pclose(pipe) != 0) throw std::runtime_error("PyTorch reference failed: " + cmd);
-  return nlohmann::json::parse(out)["step_ms"].get<std::vector<double>>();
+  while (std::fgets(buf, sizeof buf, pipe)) {
+    line += buf;
+    if (!line.empty() && line.back() == '\n') {
+      if (line.front() == '{') last = line;
+      line.clear();
+    }
+  }
+  if (!line.empty() && line.front() == '{') last = line;
+  if (pclose(pipe) != 0) throw std::runtime_error("the Python side failed: " + cmd);
+  return last.empty() ? nlohmann::json::object() : nlohmann::json::parse(last);
+}
+
+struct Side {
+  const char* name;
+  std::vector<double> step_ms;  // every counted step of every round
+  std::vector<double> loss;     // every step of the first round, warm-up included
+};
+
+double worst_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(b[i]));
+  return worst;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using Exp = tessera::Experiment<tessera::models::Llama, tessera::Fp32, tessera::AdamW>;
-  std::int64_t steps = 5, rounds = 4;
+  std::int64_t steps = 3, rounds = 2;
+  std::vector<std::string> sizes{"tiny", "small"};
   std::vector<std::string_view> args;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a.rfind("steps=", 0) == 0) steps = std::stoll(std::string(a.substr(6)));
     else if (a.rfind("rounds=", 0) == 0) rounds = std::stoll(std::string(a.substr(7)));
-    else args.push_back(a);
+    else if (a.rfind("sizes=", 0) == 0) {
+      sizes.clear();
+      std::string list(a.substr(6));
+      for (std::size_t p = 0; p <= list.size();) {
+        const std::size_t q = std::min(list.find(',', p), list.size());
+        if (q > p) sizes.push_back(list.substr(p, q - p));
+        p = q + 1;
+      }
+    } else if (a.rfind("model=", 0) == 0 || a.rfind("model_dir=", 0) == 0 || a.rfind("data=", 0) == 0) {
+      std::fprintf(stderr, "error: %s: the bench makes each model's directory and tokens itself; "
+                           "choose models with sizes=tiny,small (or tessera preset names)\n", argv[i]);
+      return 2;
+    } else args.push_back(a);
+  }
+  for (const std::string& size : sizes) {
+    const auto presets = tessera::models::llama_preset_names();
+    if (size != "small" && std::find(presets.begin(), presets.end(), size) == presets.end()) {
+      std::string names = "small";
+      for (const std::string_view p : presets) names += ", " + std::string(p);
+      std::fprintf(stderr, "error: sizes: \"%s\" is no size; choose from %s\n", size.c_str(), names.c_str());
+      return 2;
+    }
+  }
+  if (steps < 1 || rounds < 1 || sizes.empty()) {
+    std::fprintf(stderr, "error: steps=%lld rounds=%lld sizes=(%zu names): each must be at least 1\n",
+                 static_cast<long long>(steps), static_cast<long long>(rounds), sizes.size());
+    return 2;
   }
   try {
-    tessera::RunConfig cfg = tessera::parse_args(std::span<const std::string_view>(args), [] {
+    tessera::RunConfig base = tessera::parse_args(std::span<const std::string_view>(args), [] {
       tessera::RunConfig d;
       d.device = "cpu";
       return d;
     }());
-    cfg.max_steps = steps + 1;
-    tessera::validate(cfg);
-    const auto threads = cfg.threads > 0 ? cfg.threads : static_cast<std::int64_t>(std::thread::hardware_concurrency());
-    cfg.threads = threads;
-    std::vector<double> ours_all, theirs_all;
-    std::string config_json;
-    for (std::int64_t round = 0; round < rounds; ++round) {
-      tessera::Trainer<Exp> trainer(cfg, tessera::ReportOptions{false, 1});
-      config_json = tessera::models::llama_config_json(trainer.model_config());
-      trainer.train_step(0);  // warm-up: first-touch allocations, optimizer state
-      for (std::int64_t s = 1; s <= steps; ++s) ours_all.push_back(trainer.train_step(s).step_ms);
-      const auto theirs = pytorch_steps(config_json, cfg.batch_size, cfg.seq_len, threads, steps);
-      theirs_all.insert(theirs_all.end(), theirs.begin(), theirs.end());
+    base.lr = 1e-4;  // hf_step.py's LR and WEIGHT_DECAY
+    base.weight_decay = 0.01;
+    base.max_steps = steps + 1;
+    const auto threads =
+        base.threads > 0 ? base.threads : static_cast<std::int64_t>(std::thread::hardware_concurrency());
+    base.threads = threads;
+    const std::string shape = " --rows " + std::to_string(base.batch_size) + " --seq-len " +
+                              std::to_string(base.seq_len) + " --threads " + std::to_string(threads) + " --steps " +
+                              std::to_string(steps) + " --warmup 1";
+    double max_ratio = 0.0;
+    for (const std::string& size : sizes) {
+      const tessera::models::LlamaConfig model =
+          size == "small" ? small_llama() : tessera::models::llama_preset(size);
+      TempDir dir;
+      tessera::models::write_llama_config(dir.path / "config.json", model, "float32");
+      // Exactly steps + 1 chunks of batch_size x seq_len + 1 tokens: one epoch is the whole run.
+      const std::int64_t tokens = base.batch_size * base.seq_len * (steps + 1) + 1;
+      run_python(TESSERA_REFERENCE_SCRIPT, "init --dir '" + dir.path.string() + "' --tokens " + std::to_string(tokens));
+      tessera::RunConfig cfg = base;
+      cfg.model_dir = dir.path.string();
+      cfg.data = (dir.path / "tokens.bin").string();
+      tessera::validate(cfg);
+      const std::string peer_args = "bench --dir '" + dir.path.string() + "'" + shape;
+
+      std::vector<Side> sides{{"tessera", {}, {}}, {"transformers eager", {}, {}}, {"transformers lightning", {}, {}}};
+      for (std::int64_t round = 0; round < rounds; ++round) {
+        for (std::size_t k = 0; k < sides.size(); ++k) {
+          const std::size_t who = (static_cast<std::size_t>(round) + k) % sides.size();
+          Side& side = sides[who];
+          std::vector<double> loss;
+          if (who == 0) {
+            tessera::Trainer<Exp> trainer(cfg, tessera::ReportOptions{false, 1});
+            loss.push_back(trainer.train_step(0).loss);  // warm-up: first-touch allocations, optimizer state
+            for (std::int64_t s = 1; s <= steps; ++s) {
+              const tessera::StepResult r = trainer.train_step(s);
+              side.step_ms.push_back(r.step_ms);
+              loss.push_back(r.loss);
+            }
+          } else {
+            const nlohmann::json out =
+                run_python(who == 1 ? TESSERA_REFERENCE_SCRIPT : TESSERA_LIGHTNING_SCRIPT, peer_args);
+            if (out.value("threads", std::int64_t{0}) != threads)
+              throw std::runtime_error(std::string(side.name) + " ran on " +
+                                       out.value("threads", nlohmann::json()).dump() + " threads, not " +
+                                       std::to_string(threads));
+            const auto ms = out.at("step_ms").get<std::vector<double>>();
+            side.step_ms.insert(side.step_ms.end(), ms.begin(), ms.end());
+            loss = out.at("loss").get<std::vector<double>>();
+          }
+          if (round == 0) side.loss = loss;
+        }
+      }
+      // Same weights and rows: the losses agree to fp32 rounding (the reference checks hold tessera to 1e-5
+      // relative). At initialisation every loss is close to ln(vocab), and other weights or rows move it by
+      // about 1e-3 relative: a gap that wide means the sides did not train the same thing, and the times say
+      // nothing.
+      double worst = 0.0;
+      for (std::size_t k = 1; k < sides.size(); ++k)
+        worst = std::max(worst, worst_rel_diff(sides[0].loss, sides[k].loss));
+      if (!(worst < 1e-5))
+        throw std::runtime_error("size " + size + ": the losses differ by " + std::to_string(worst) +
+                                 " relative; the sides did not train the same model on the same rows");
+
+      const double ours = median(sides[0].step_ms);
+      std::printf("size %s: %.1fM parameters (hidden %lld, %lld layers, vocab %lld), batch %lld x seq %lld, "
+                  "%lld threads, %lld steps x %lld rounds each\n"
+                  "  first loss %.6f on every side, all losses within %.1e relative\n",
+                  size.c_str(), static_cast<double>(model.parameter_count()) / 1e6,
+                  static_cast<long long>(model.hidden_size), static_cast<long long>(model.num_hidden_layers),
+                  static_cast<long long>(model.vocab_size), static_cast<long long>(cfg.batch_size),
+                  static_cast<long long>(cfg.seq_len), static_cast<long long>(threads),
+                  static_cast<long long>(steps), static_cast<long long>(rounds), sides[0].loss.front(), worst);
+      std::printf("  %-24s median step %8.1f ms\n", sides[0].name, ours);
+      for (std::size_t k = 1; k < sides.size(); ++k) {
+        const double theirs = median(sides[k].step_ms), ratio = ours / theirs;
+        max_ratio = std::max(max_ratio, ratio);
+        std::printf("  %-24s median step %8.1f ms   tessera/%s %.3f\n", sides[k].name, theirs,
+                    k == 1 ? "eager" : "lightning", ratio);
+      }
+      std::fflush(stdout);
     }
-    const double ours = median(ours_all), theirs = median(theirs_all);
-    std::printf("model %s, batch %lld x seq %lld, %lld threads, %lld steps x %lld rounds each\n", cfg.model.c_str(),
-                static_cast<long long>(cfg.batch_size), static_cast<long long>(cfg.seq_len),
-                static_cast<long long>(threads), static_cast<long long>(steps), static_cast<long long>(rounds));
-    std::printf("tessera  median step %.1f ms\n", ours);
-    std::printf("pytorch  median step %.1f ms\n", theirs);
-    std::printf("ratio: %.3f\n", ours / theirs);
+    std::printf("max_ratio: %.3f\n", max_ratio);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

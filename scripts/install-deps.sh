@@ -9,7 +9,8 @@
 #   From PyPI, into .venv/ (scripts/requirements.txt, pinned):
 #     torch 2.11 (LibTorch: its headers, libraries and CMake config; CMake asks .venv/bin/python for it) with the
 #     CUDA 13.0 toolkit wheels its config needs (nvcc, runtime, CCCL, NCCL), and the libraries tessera is
-#     checked against (transformers, peft, lightning, safetensors, ...).
+#     checked and benchmarked against (transformers, peft, lightning, safetensors, bitsandbytes, deepspeed), and the
+#     Conan client (tests/consumers: conan create of conanfile.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(cmake ninja-build g++ ccache nlohmann-json3-dev libboost1.81-dev catch2 libopenmpi-dev openmpi-bin python3-venv)

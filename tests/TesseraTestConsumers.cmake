@@ -1,6 +1,6 @@
-# tessera used the two ways a project takes it in: find_package() against an install tree (with a policy
-# defined outside tessera), and add_subdirectory() of the source tree. Each consumer builds one experiment
-# and runs one step (tests/consumers/run.sh).
+# tessera used the ways a project takes it in: find_package() against an install tree (with a policy defined
+# outside tessera), add_subdirectory() of the source tree, and the Conan package (conanfile.py with its
+# test_package). Each consumer builds one experiment and runs one step (tests/consumers/run.sh, conan.sh).
 string(JOIN ":" _prefix_path ${CMAKE_PREFIX_PATH})
 foreach(kind find_package add_subdirectory)
   add_test(NAME consumer.${kind}
@@ -8,3 +8,8 @@ foreach(kind find_package add_subdirectory)
             "${CMAKE_CURRENT_BINARY_DIR}/consumers/${kind}" "${CMAKE_GENERATOR}" "${_prefix_path}")
   set_tests_properties(consumer.${kind} PROPERTIES LABELS consumer TIMEOUT 1200)
 endforeach()
+# Rebuilds tessera's library inside Conan's cache (minutes); skipped without a Conan client.
+add_test(NAME consumer.conan
+  COMMAND bash "${CMAKE_CURRENT_SOURCE_DIR}/consumers/conan.sh" "${PROJECT_SOURCE_DIR}"
+          "${CMAKE_CURRENT_BINARY_DIR}/consumers/conan" "${TESSERA_TORCH_PYTHON}" "${CMAKE_GENERATOR}")
+set_tests_properties(consumer.conan PROPERTIES LABELS consumer TIMEOUT 1800 SKIP_RETURN_CODE 77)

@@ -107,6 +107,17 @@ LoraSettings lora_settings(const RunConfig& cfg) {
   if (typed("fan_in_fan_out", j.value("fan_in_fan_out", nlohmann::json()).is_boolean(), "a boolean (true or false)") &&
       j["fan_in_fan_out"].get<bool>())
     bad_adapter(file, "fan_in_fan_out is true; Llama linears need false");
+  // PEFT variants that change the forward or train more than A and B: training them as plain LoRA would be silently
+  // wrong. PEFT writes these keys as false / null for a plain LoRA adapter.
+  if (typed("use_dora", j.value("use_dora", nlohmann::json()).is_boolean(), "a boolean (true or false)") &&
+      j["use_dora"].get<bool>())
+    bad_adapter(file, "use_dora is true; DoRA adapters (a learned magnitude per output) are not supported, plain LoRA is");
+  if (typed("lora_bias", j.value("lora_bias", nlohmann::json()).is_boolean(), "a boolean (true or false)") &&
+      j["lora_bias"].get<bool>())
+    bad_adapter(file, "lora_bias is true; adapters with a bias on lora_B are not supported");
+  if (j.contains("modules_to_save") && !j["modules_to_save"].is_null() && !j["modules_to_save"].empty())
+    bad_adapter(file, "modules_to_save is " + io::json_excerpt(j["modules_to_save"], 80) +
+                          "; fully trained extra modules are not supported, only lora_A/lora_B adapters");
   for (const char* key : {"rank_pattern", "alpha_pattern"})
     if (j.contains(key) && !j[key].is_null() && !j[key].empty())
       bad_adapter(file, std::string(key) + " is set; per-module ranks or alphas are not supported");

@@ -35,6 +35,15 @@ constexpr std::array<float, 15> make_mids() {
 }
 constexpr std::array<float, 15> kMids = make_mids();
 
+// The code of 0.0: what an all-zero block's values get, and the padding nibble after an odd numel (as
+// bitsandbytes, which quantizes a 0 there), so packed bytes equal bitsandbytes' byte for byte.
+constexpr std::uint8_t kZeroCode = 7;
+static_assert(kNf4[kZeroCode] == 0.0f);
+
+// bitsandbytes scales by 1 / max(absmax, 1e-38): below about 2.9e-39 the plain reciprocal overflows to inf,
+// and a zero in such a block would become NaN (code 0, -absmax) instead of code 7.
+constexpr float kMinAbsmax = 1e-38f;
+
 const at::Tensor& table_cpu() {
   static const at::Tensor t = at::from_blob(const_cast<float*>(kNf4.data()), {16}, at::kFloat).clone();
   return t;
@@ -139,8 +148,9 @@ bool quantize_cpu(const T* w, std::int64_t numel, std::int64_t block, float* abs
       }
       if (!ok) finite.store(false, std::memory_order_relaxed);
       absmax[b] = am;
-      // As bitsandbytes: value times the reciprocal of absmax; an all-zero block gets the code of 0.
-      const float inv = am > 0.f ? 1.f / am : 0.f;
+      // As bitsandbytes: value times the reciprocal of absmax (at least kMinAbsmax); an all-zero block gets
+      // the code of 0.
+      const float inv = 1.f / std::max(am, kMinAbsmax);
       // begin is even (block is even), so this block owns bytes begin/2 .. (end-1)/2. Codes go through
       // a small buffer so the code loop vectorizes.
       constexpr std::int64_t kTile = 512;
@@ -148,7 +158,7 @@ bool quantize_cpu(const T* w, std::int64_t numel, std::int64_t block, float* abs
       for (std::int64_t t0 = begin; t0 < end; t0 += kTile) {
         const std::int64_t len = std::min(kTile, end - t0);
         for (std::int64_t i = 0; i < len; ++i) c[i] = nf4_code(static_cast<float>(w[t0 + i]) * inv);
-        if (len % 2) c[len] = 0;  // only at the very end: the padding nibble
+        if (len % 2) c[len] = kZeroCode;  // only at the very end: the padding nibble
         for (std::int64_t j = 0; j < (len + 1) / 2; ++j)
           codes[t0 / 2 + j] = static_cast<std::uint8_t>(c[2 * j] << 4 | c[2 * j + 1]);
       }
@@ -318,14 +328,14 @@ Nf4Tensor nf4_quantize_tensor_ops(const at::Tensor& weight, bool double_quant, s
   const at::Tensor blocks = w.view({nblocks, block});
   const at::Tensor absmax = blocks.abs().amax({1});
   if (!at::isfinite(absmax).all().item<bool>()) throw_non_finite(weight);
-  const at::Tensor inv = at::where(absmax > 0, absmax.reciprocal(), at::zeros_like(absmax));
+  const at::Tensor inv = absmax.clamp_min(kMinAbsmax).reciprocal();
   const at::Tensor x = blocks * inv.unsqueeze(1);
   // bucketize(right=false) = number of midpoints strictly below x, as nf4_code.
   at::Tensor c = at::bucketize(x, mids_cpu().to(w.device()), /*out_int32=*/true, /*right=*/false)
                      .reshape({-1})
                      .slice(0, 0, q.numel)
                      .to(at::kByte);
-  if (q.numel % 2) c = at::constant_pad_nd(c, {0, 1}, 0);
+  if (q.numel % 2) c = at::constant_pad_nd(c, {0, 1}, kZeroCode);
   const at::Tensor pairs = c.view({-1, 2});
   q.codes = at::bitwise_or(at::bitwise_left_shift(pairs.select(1, 0), 4), pairs.select(1, 1)).contiguous();
   store_absmax(q, absmax, double_quant);

@@ -191,6 +191,13 @@ TEST_CASE("Lora refuses bad adapter directories and targets with the fix", "[ada
   CHECK_THROWS_WITH(Trainer<LoraFp32>(cfg, quiet()), Catch::Contains("bias") && Catch::Contains("none"));
   std::ofstream(dir / "adapter_config.json") << R"({"peft_type":"LORA","r":4,"lora_alpha":8,"target_modules":["q_proj"]})";
   CHECK_THROWS_WITH(Trainer<LoraFp32>(cfg, quiet()), Catch::Contains("adapter_model.safetensors"));
+  std::ofstream(dir / "adapter_config.json") << R"({"peft_type":"LORA","r":4,"target_modules":["q_proj"],"use_dora":true})";
+  CHECK_THROWS_WITH(Trainer<LoraFp32>(cfg, quiet()), Catch::Contains("use_dora is true"));
+  std::ofstream(dir / "adapter_config.json") << R"({"peft_type":"LORA","r":4,"target_modules":["q_proj"],"lora_bias":true})";
+  CHECK_THROWS_WITH(Trainer<LoraFp32>(cfg, quiet()), Catch::Contains("lora_bias is true"));
+  std::ofstream(dir / "adapter_config.json")
+      << R"({"peft_type":"LORA","r":4,"target_modules":["q_proj"],"modules_to_save":["lm_head"]})";
+  CHECK_THROWS_WITH(Trainer<LoraFp32>(cfg, quiet()), Catch::Contains("modules_to_save"));
   std::ofstream(dir / "adapter_config.json") << R"({"peft_type":"PREFIX_TUNING"})";
   CHECK_THROWS_WITH(Trainer<LoraFp32>(cfg, quiet()), Catch::Contains("only LORA"));
   std::ofstream(dir / "adapter_config.json") << "{not json";

@@ -147,7 +147,8 @@ TEST_CASE("NF4 of reduced-precision and fp64 weights, dequantized to any float d
 
 TEST_CASE("NF4 packing: table values land exactly, element 2i in the high nibble", "[quant]") {
   // 35 values in blocks of 8: codes (5i + 1) % 16, each block's first value +-1 (so absmax = its scale),
-  // block 3 all zeros; the last block holds 3 values and the last byte's low nibble is padding (0).
+  // block 3 all zeros; the last block holds 3 values and the last byte's low nibble is padding (7, the code of
+  // 0.0, as bitsandbytes pads).
   const std::int64_t n = 35, block = 8;
   const std::array<float, 5> scale = {0.5f, 1.5f, 3.0f, 0.0f, 0.02f};
   std::vector<int> code(n);
@@ -167,10 +168,10 @@ TEST_CASE("NF4 packing: table values land exactly, element 2i in the high nibble
     for (int b = 0; b < 5; ++b) CHECK(q.absmax[b].item<float>() == scale[b]);
     const std::uint8_t* bytes = q.codes.data_ptr<std::uint8_t>();
     for (std::int64_t j = 0; j < 18; ++j) {
-      const int hi = code[2 * j], lo = 2 * j + 1 < n ? code[2 * j + 1] : 0;
+      const int hi = code[2 * j], lo = 2 * j + 1 < n ? code[2 * j + 1] : 7;
       CHECK(bytes[j] == (hi << 4 | lo));
     }
-    CHECK(bytes[17] == (code[34] << 4));
+    CHECK(bytes[17] == (code[34] << 4 | 7));
     CHECK(at::equal(nf4_dequantize(q, at::kFloat), w));
     CHECK(at::equal(quant::detail::nf4_dequantize_tensor_ops(q, at::kFloat), w));
   }

@@ -7,9 +7,17 @@ directions of the file format are exercised by the library users would otherwise
 
 usage: check_against_transformers.py EXE --config JSON [--dtype F32|BF16] [--shard-size 200KB] [--llmc]
                                      [--accumulate A] [--rows R] [--optimizer adamw|adamw-fused|sgd] [--steps N]
-                                     [--tol 1e-4]
-Exit 0 when every loss agrees within --tol and every saved tensor within --weight-tol (relative), 1 otherwise, 2 when tessera did not
-run. With --expect-mismatch (negative controls) exit 0 only when tessera ran and the comparison failed.
+                                     [--tol 1e-4] [--gradients]
+Exit 0 when every loss agrees within --tol and every saved tensor within --weight-tol (relative), 1 otherwise, 2 when
+tessera did not run. With --expect-mismatch (negative controls) exit 0 only when tessera ran and the comparison failed.
+
+--gradients (EXE is an Sgd binary) checks one step's loss and gradients directly instead. tessera has no gradient
+dump, and needs none: one SGD step at lr=1 without weight decay leaves W1 = W0 - g, so tessera's gradient is
+W0 - W1, read from the directory it saved. Two chained runs: the save_pretrained dir -> tessera's save S1, then S1
+-> S2. For each, transformers' from_pretrained of the run's input dir (the second time: a directory tessera wrote)
+must give tessera's step-0 loss within --tol and, from one backward over the step's micro-batches, tessera's
+gradient within --tol per tensor (max |difference| / max |transformers' gradient|), after allowing each element the
+one fp32 rounding that storing W0 - g made (one ulp of the weight).
 """
 import argparse
 import json
@@ -64,6 +72,60 @@ def train(model, tokens, steps, accumulate, rows, seq_len, lr, weight_decay, opt
     return tessera_run.train_loop(lambda x, y: hf_loss(model, x, y), opt, tokens, steps, accumulate, rows, seq_len)
 
 
+def check_gradients(a, cfg, d, model_dir, token_file, tokens):
+    """The --gradients mode (see the module docstring). Returns the exit code."""
+    worst_loss, worst_grad, worst_raw, ok = 0.0, 0.0, 0.0, True
+    src = model_dir
+    for run in range(2):
+        metrics, saved = os.path.join(d, f"metrics{run}.jsonl"), os.path.join(d, f"saved{run}")
+        args = dict(model_dir=src, data=token_file, batch_size=a.rows, seq_len=a.seq_len,
+                    accumulate_grad_batches=a.accumulate, max_steps=1, lr=1, weight_decay=0, threads=1,
+                    device="cpu", metrics=metrics, save_dir=saved)
+        ours = tessera_run.run(a.exe, args, a.tessera_extra)
+        if ours is None:
+            return 2
+        model = LlamaForCausalLM.from_pretrained(src, dtype=torch.float32, attn_implementation="sdpa")
+        total = 0.0
+        for m in range(a.accumulate):
+            x, y = tessera_run.batch(tokens, 0, m, a.accumulate, a.rows, a.seq_len)
+            loss = hf_loss(model, x, y)
+            (loss / a.accumulate).backward()
+            total += loss.item()
+        theirs = total / a.accumulate
+        rel = abs(ours[0] - theirs) / abs(theirs)
+        worst_loss = max(worst_loss, rel)
+        print(f"run {run} ({'save_pretrained' if run == 0 else 'tessera-saved'} dir): loss tessera {ours[0]:.7f} "
+              f"transformers {theirs:.7f} rel {rel:.2e}")
+        after = dict(LlamaForCausalLM.from_pretrained(saved, dtype=torch.float32).named_parameters())
+        names = [n for n, _ in model.named_parameters()]
+        if set(after) != set(names):
+            print(f"FAIL: tessera's save holds {sorted(set(after) ^ set(names))} differently from transformers")
+            ok = False
+        for name, p in model.named_parameters():
+            if name not in after:
+                continue
+            w0, w1 = p.detach(), after[name].detach()
+            mine, g = w0.double() - w1.double(), p.grad.double()
+            # W1 is W0 - g rounded to fp32: up to one unit in the last place of the larger weight. Norm scales near
+            # 1 have an ulp of 1.2e-7, which is 1e-4 of a 1e-3 gradient, so that rounding is allowed for per element.
+            big = torch.maximum(w0.abs(), w1.abs())
+            ulp = (torch.nextafter(big, torch.full_like(big, float("inf"))) - big).double()
+            diff = (((mine - g).abs() - ulp).clamp(min=0).max() / g.abs().max()).item()
+            worst_raw = max(worst_raw, ((mine - g).abs().max() / g.abs().max()).item())
+            worst_grad = max(worst_grad, diff)
+            if diff > a.tol:
+                print(f"  {name}: gradient differs by {diff:.2e}")
+        src = saved
+    print(f"gradients: 2 runs, worst loss difference {worst_loss:.2e}, worst gradient difference {worst_grad:.2e} "
+          f"beyond one ulp of the weight (tolerance {a.tol:g}; {worst_raw:.2e} before that allowance)")
+    ok = ok and worst_loss <= a.tol and worst_grad <= a.tol
+    print("PASS" if ok else "FAIL")
+    if a.expect_mismatch:
+        print("negative control: " + ("mismatch seen, as expected" if not ok else "NO mismatch: the check is blind"))
+        return 0 if not ok else 1
+    return 0 if ok else 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("exe")
@@ -82,6 +144,8 @@ def main():
     ap.add_argument("--weight-tol", type=float, help="tolerance for the final weights (default: --tol)")
     ap.add_argument("--tessera-extra", action="append", default=[],
                     help="key=value for tessera only, replacing the script's value for that key")
+    ap.add_argument("--gradients", action="store_true",
+                    help="check one step's loss and gradients (EXE: an Sgd binary) instead of a training run")
     ap.add_argument("--expect-mismatch", action="store_true",
                     help="negative control: exit 0 only if tessera ran and the comparison failed")
     a = ap.parse_args()
@@ -97,6 +161,8 @@ def main():
         # About 2.5 epochs of data, so the run also crosses the wrap-around.
         count = int(a.rows * a.seq_len * a.accumulate * a.steps / 2.5) + 1
         tokens = write_tokens(token_file, count, cfg["vocab_size"], a.llmc)
+        if a.gradients:
+            return check_gradients(a, cfg, d, model_dir, token_file, tokens)
         metrics, saved = os.path.join(d, "metrics.jsonl"), os.path.join(d, "saved")
         args = dict(model_dir=model_dir, data=token_file, batch_size=a.rows, seq_len=a.seq_len,
                     accumulate_grad_batches=a.accumulate, max_steps=a.steps, lr=a.lr, weight_decay=wd, threads=1,

@@ -1,21 +1,22 @@
 """The tessera side of the reference checks: run an example binary with key=value arguments and read its
 per-step losses; compare them with the reference's; the rows tessera reads at each micro-step, and the
 reference side's training loop over them. Shared by check_against_transformers.py and
-check_lora_against_reference.py."""
+check_lora_against_peft.py."""
 import json
 import subprocess
 import sys
 
 
-def run(exe, args, extra):
+def run(exe, args, extra, launcher=(), env=None):
     """Runs EXE with args (a dict) where each "key=value" of extra replaces that key (tessera refuses a key given
-    twice). Returns the losses of the metrics file args["metrics"], or None after printing why tessera failed."""
+    twice), behind launcher (e.g. ["mpiexec", "-n", "4"]) in environment env. Returns the losses of the metrics file
+    args["metrics"], or None after printing why tessera failed."""
     args = dict(args)
     for kv in extra:
         key, _, value = kv.partition("=")
         args[key] = value
-    cmd = [exe] + [f"{k}={v}" for k, v in args.items()]
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cmd = list(launcher) + [exe] + [f"{k}={v}" for k, v in args.items()]
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     if proc.returncode != 0:
         print(proc.stderr[-4000:], file=sys.stderr)
         print(f"ERROR: tessera exited with {proc.returncode}: {' '.join(cmd)}")

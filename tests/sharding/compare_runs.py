@@ -3,19 +3,32 @@
 
 Passes when two tessera runs agree: every step's loss within TOL relative, and every saved tensor within TOL
 relative (Frobenius norm of the difference over the norm of B's). With --ranks W, A's metrics file must also
-hold memory records from each of ranks 0..W-1. Reads the files with tests/reference's independent readers.
+hold memory records from each of ranks 0..W-1. The saved directories are read with the safetensors library
+(model.safetensors, or every file a model.safetensors.index.json names), not with tessera's own reader.
 """
 import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
-import llama_reference as ref  # noqa: E402
+from safetensors.torch import load_file
 
 
 def records(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def read_model_dir(d):
+    """{name: tensor} of a Hugging Face directory: its single model.safetensors or the shards of its index."""
+    single = os.path.join(d, "model.safetensors")
+    if os.path.exists(single):
+        return load_file(single)
+    with open(os.path.join(d, "model.safetensors.index.json")) as f:
+        index = json.load(f)
+    tensors = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        tensors.update(load_file(os.path.join(d, shard)))
+    return tensors
 
 
 def main():
@@ -37,8 +50,7 @@ def main():
         print(f"step {s}: loss {x:.8f} vs {y:.8f} (rel {rel:.2e})")
         if rel > tol:
             fail.append(f"step {s} loss differs by {rel:.2e}")
-    _, ta = ref.read_model_dir(a_dir)
-    _, tb = ref.read_model_dir(b_dir)
+    ta, tb = read_model_dir(a_dir), read_model_dir(b_dir)
     if sorted(ta) != sorted(tb):
         fail.append("the saved directories hold different tensor names")
     worst = 0.0

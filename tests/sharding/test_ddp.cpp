@@ -50,7 +50,10 @@ TEST_CASE("Ddp with Lora: the adapters' gradients are averaged, the frozen base 
   RunConfig cfg = parity_run();
   cfg.lora_dropout = 0.0;
   cfg.lr = 1e-3;
-  check_against_reference<Experiment<models::Llama, Ddp, Lora>>(cfg, 1e-5);
+  // 5e-5, not the dense runs' 1e-5: B starts at 0, so AdamW's first updates of B are ~lr*sign(g) and the ranks'
+  // different summation order of B's small gradients shows in the adapter unit more than in dense weights. The
+  // adapter unit after 3 steps at 4 ranks differs by 1.19e-5 on an AVX-512 Xeon (GEMM kernels differ per CPU).
+  check_against_reference<Experiment<models::Llama, Ddp, Lora>>(cfg, 5e-5);
   // bf16 adapter path: B starts at 0 and AdamW's first updates are ~lr*sign(g), so bf16 rounding differences
   // between B and W*B rows in B's small gradients show as ~0.5% of the adapter unit after 3 steps.
   check_against_reference<Experiment<models::Llama, Ddp, QLora, Bf16Mixed>>(cfg, 1e-2);

@@ -1,7 +1,8 @@
 #pragma once
 // defines: NF4 (4-bit NormalFloat, QLoRA) quantization of frozen weights: blocks of `block` values share
 // one absmax, each value is stored as the 4-bit index of the nearest of 16 normal-quantile code values to
-// value/absmax, two per byte. Optional double quantization stores the absmax values in 8 bits.
+// value * (1 / max(absmax, 1e-38)), two per byte: bitsandbytes' quantize_4bit(quant_type="nf4") layout.
+// Optional double quantization stores the absmax values in 8 bits.
 // nf4_linear runs x @ W^T dequantizing W on the fly in forward and again in backward.
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -23,7 +24,7 @@ struct Nf4Tensor {
   std::int64_t numel = 0;
   std::int64_t block = 64;
   at::Tensor codes;   // uint8 (ceil(numel/2),): element 2i in the high nibble, 2i+1 in the low; an odd
-                      // numel leaves the last low nibble 0
+                      // numel pads the last low nibble with 7, the code of 0.0 (bitsandbytes' bytes)
   at::Tensor absmax;  // fp32 (nblocks,) when not double-quantized (undefined otherwise)
   // double quantization (QLoRA §3): absmax - offset quantized block-wise to 8 bits (signed dynamic map,
   // blocks of 256); codes are computed from the exact absmax, as bitsandbytes does
