@@ -38,7 +38,6 @@ import argparse
 import datetime
 import json
 import os
-import socket
 import sys
 import time
 import traceback
@@ -47,6 +46,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
+import tessera_run  # noqa: E402  (its local_init_method, shared with the reference checks)
 
 PROG = "ddp_reference"
 REQUIRED_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
@@ -146,12 +148,6 @@ def worker(rank, a, cfg, init_method):
         dist.destroy_process_group()
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def fail(msg, code=1):
     print(f"{PROG}: error: {msg}", file=sys.stderr, flush=True)
     return code
@@ -188,10 +184,7 @@ def main(argv=None):
     if not dist.is_gloo_available():
         return fail("this torch build has no gloo backend")
 
-    # Everything is on this host: keep gloo on the loopback device rather than whatever the hostname resolves to.
-    if "GLOO_SOCKET_IFNAME" not in os.environ and any(n == "lo" for _, n in socket.if_nameindex()):
-        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-    init_method = f"tcp://127.0.0.1:{free_port()}"
+    init_method = tessera_run.local_init_method()
     try:
         mp.spawn(worker, args=(a, cfg, init_method), nprocs=a.world, join=True)
     except mp.ProcessRaisedException as e:

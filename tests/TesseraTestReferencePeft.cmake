@@ -1,16 +1,7 @@
 # Cross-checks of the adapter and 8-bit/4-bit pieces against the libraries users would otherwise run, in the Python
 # environment LibTorch comes from (TESSERA_TORCH_PYTHON, the project's .venv): PEFT on transformers'
 # LlamaForCausalLM for Lora, bitsandbytes for the NF4 of QLora and for Adam8bit. Label reference.
-# TesseraTestReference.cmake return()s early without that Python, so this file repeats the guard, and the model
-# configs _gqa and _tied it sets are only used under the same guard.
-set(TESSERA_PYTHON "${TESSERA_TORCH_PYTHON}")
-if(TESSERA_PYTHON)
-  execute_process(COMMAND ${TESSERA_PYTHON} -c "import torch" RESULT_VARIABLE _no_torch OUTPUT_QUIET ERROR_QUIET)
-endif()
-if(NOT TESSERA_PYTHON OR _no_torch)
-  message(STATUS "tessera: no TESSERA_TORCH_PYTHON with torch; PEFT and bitsandbytes cross-checks are not registered")
-  return()
-endif()
+# tests/CMakeLists.txt includes it only when that Python imports torch, and sets the model configs _gqa and _tied.
 execute_process(COMMAND ${TESSERA_PYTHON} -c "import peft, transformers" RESULT_VARIABLE _no_peft
                 OUTPUT_QUIET ERROR_QUIET)
 execute_process(COMMAND ${TESSERA_PYTHON} -c "import bitsandbytes" RESULT_VARIABLE _no_bnb OUTPUT_QUIET ERROR_QUIET)
@@ -56,9 +47,11 @@ endif()
 # Small programs that write what tessera's NF4 and Adam8bit compute, for the bitsandbytes checks to read.
 add_executable(tessera_nf4_dump quant/nf4_dump.cpp)
 target_link_libraries(tessera_nf4_dump PRIVATE tessera::tessera)
+target_include_directories(tessera_nf4_dump PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
 tessera_use_pch(tessera_nf4_dump)
 add_executable(tessera_adam8bit_dump optim/adam8bit_dump.cpp)
 target_link_libraries(tessera_adam8bit_dump PRIVATE tessera::tessera)
+target_include_directories(tessera_adam8bit_dump PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
 tessera_use_pch(tessera_adam8bit_dump)
 
 # NF4 (check_nf4_against_bnb.py): tessera's codes, absmax and dequantized values against

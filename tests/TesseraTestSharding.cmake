@@ -32,7 +32,7 @@ endforeach()
 # batch_size 2 against one rank of NoShard with batch_size 8, same model dir and token file; losses from the
 # metrics files and the saved weights compared by tests/sharding/compare_runs.py (1e-5 relative, lr 1e-4 as in
 # parity.hpp). The 4-rank metrics file must hold memory records of all 4 ranks.
-if(TESSERA_BUILD_EXAMPLES AND TESSERA_PYTHON AND NOT _no_torch)
+if(TESSERA_BUILD_EXAMPLES AND TESSERA_PYTHON)
   set(_compare "${CMAKE_CURRENT_SOURCE_DIR}/sharding/compare_runs.py")
   set(_run_args "data=t.bin seq_len=16 max_steps=3 lr=1e-4 threads=1")
   foreach(example llama-fsdp-fp32 llama-ddp-fp32 llama-zero1-fp32 llama-zero2-fp32 llama-hsdp-fp32)

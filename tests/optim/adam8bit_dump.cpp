@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "dump_tensors.hpp"
 #include "tessera/engine/tensor_bytes.hpp"
 #include "tessera/io/safetensors.hpp"
 #include "tessera/optim/adam8bit.hpp"
@@ -56,12 +57,7 @@ int main(int argc, char** argv) {
         out.emplace_back(name + ".v32", state.v32);
       }
     }
-    std::vector<tessera::io::TensorView> views;
-    for (auto& [name, t] : out) {
-      t = t.contiguous();
-      views.push_back(tessera::tensor_view(name, t));
-    }
-    tessera::io::write_safetensors(argv[2], views);
+    tessera::testing::write_named_tensors(argv[2], out);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tessera_adam8bit_dump: %s\n", e.what());
     return 1;

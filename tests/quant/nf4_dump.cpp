@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "dump_tensors.hpp"
 #include "tessera/engine/tensor_bytes.hpp"
 #include "tessera/io/safetensors.hpp"
 #include "tessera/quant/nf4.hpp"
@@ -42,12 +43,7 @@ int main(int argc, char** argv) {
       out.emplace_back(info.name + ".dq_offset", at::full({1}, dq.absmax_offset, at::kFloat));
       out.emplace_back(info.name + ".dq_dequant", tessera::quant::nf4_dequantize(dq, at::kFloat));
     }
-    std::vector<tessera::io::TensorView> views;
-    for (auto& [name, t] : out) {
-      t = t.contiguous();
-      views.push_back(tessera::tensor_view(name, t));
-    }
-    tessera::io::write_safetensors(argv[2], views);
+    tessera::testing::write_named_tensors(argv[2], out);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tessera_nf4_dump: %s\n", e.what());
     return 1;

@@ -191,20 +191,10 @@ def check_adapter(a, targets, model_dir, saved, peft_model, initial, x, y):
         ok = False
 
     trained = load_file(os.path.join(saved, "adapter_model.safetensors"))
-    want_t = adapter_tensors(peft_model)
-    if set(trained) != set(want_t):
-        print(f"  saved tensor names differ: only tessera {sorted(set(trained) - set(want_t))[:4]}, "
-              f"only PEFT {sorted(set(want_t) - set(trained))[:4]}")
-        ok = False
+    pairs, same = paired("saved tensor", trained, adapter_tensors(peft_model))
+    ok = ok and same
     worst_w, worst_name, moved = 0.0, None, 0.0
-    for name, t in want_t.items():
-        if name not in trained:
-            continue
-        if tuple(trained[name].shape) != tuple(t.shape):
-            print(f"  {name}: shape {tuple(trained[name].shape)}, expected {tuple(t.shape)}")
-            ok = False
-            continue
-        rel = rel_diff(trained[name], t)
+    for name, rel in pairs:
         if rel > a.tol:
             print(f"  differs: {name}  rel {rel:.2e}")
         if rel > worst_w:
@@ -223,6 +213,25 @@ def check_adapter(a, targets, model_dir, saved, peft_model, initial, x, y):
                           a.tol) and ok
 
 
+def paired(what, got, want):
+    """([(name, relative difference)] over the names both hold with equal shapes, whether the names and shapes all
+    agree); differences are printed."""
+    same = set(got) == set(want)
+    if not same:
+        print(f"  {what} names differ: only tessera {sorted(set(got) - set(want))[:4]}, "
+              f"only PEFT {sorted(set(want) - set(got))[:4]}")
+    pairs = []
+    for name, t in want.items():
+        if name not in got:
+            continue
+        if tuple(got[name].shape) != tuple(t.shape):
+            print(f"  {name}: shape {tuple(got[name].shape)}, expected {tuple(t.shape)}")
+            same = False
+            continue
+        pairs.append((name, rel_diff(got[name], t)))
+    return pairs, same
+
+
 def check_merged(a, targets, model_dir, saved, peft_model, initial, x, y):
     ok = True
     try:
@@ -235,22 +244,14 @@ def check_merged(a, targets, model_dir, saved, peft_model, initial, x, y):
     merged = peft_model.merge_and_unload().eval()
     want = dict(merged.named_parameters())
     got = dict(mine.named_parameters())
-    if set(got) != set(want):
-        print(f"  merged parameter names differ: only tessera {sorted(set(got) - set(want))[:4]}, "
-              f"only PEFT {sorted(set(want) - set(got))[:4]}")
-        ok = False
+    pairs, same = paired("merged parameter", got, want)
+    ok = ok and same
     adapted = {n[len("base_model.model."):].replace(".lora_A.weight", ".weight")
                for n in initial if n.endswith(".lora_A.weight")}
     worst_base = worst_w = worst_delta = 0.0
     worst_name = None
-    for name, t in want.items():
-        if name not in got:
-            continue
-        if tuple(got[name].shape) != tuple(t.shape):
-            print(f"  {name}: shape {tuple(got[name].shape)}, expected {tuple(t.shape)}")
-            ok = False
-            continue
-        rel = rel_diff(got[name], t)
+    for name, rel in pairs:
+        t = want[name]
         if name not in adapted:
             worst_base = max(worst_base, rel)
             continue

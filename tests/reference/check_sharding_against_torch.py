@@ -30,7 +30,6 @@ import datetime
 import json
 import os
 import resource
-import socket
 import sys
 import tempfile
 
@@ -130,18 +129,10 @@ def worker(rank, a, tokens, model_dir, out_dir, init_method):
         dist.destroy_process_group()
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_torch(a, tokens, model_dir, out_dir):
     """Returns (losses, {name: full tensor}, per-rank memory records), or None after printing why it failed."""
-    if "GLOO_SOCKET_IFNAME" not in os.environ and any(n == "lo" for _, n in socket.if_nameindex()):
-        os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # every rank is on this host
     try:
-        mp.spawn(worker, args=(a, tokens, model_dir, out_dir, f"tcp://127.0.0.1:{free_port()}"),
+        mp.spawn(worker, args=(a, tokens, model_dir, out_dir, tessera_run.local_init_method()),
                  nprocs=a.world, join=True)
     except Exception as e:  # noqa: BLE001 - a rank that raised or died; its traceback is in the message
         print(str(e)[-4000:], file=sys.stderr)

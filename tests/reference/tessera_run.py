@@ -3,6 +3,8 @@ per-step losses; compare them with the reference's; the rows tessera reads at ea
 reference side's training loop over them. Shared by check_against_transformers.py and
 check_lora_against_peft.py."""
 import json
+import os
+import socket
 import subprocess
 import sys
 
@@ -59,3 +61,13 @@ def train_loop(loss_fn, opt, tokens, steps, accumulate, rows, seq_len):
         opt.zero_grad(set_to_none=True)
         losses.append(total / accumulate)
     return losses
+
+
+def local_init_method():
+    """A torch.distributed rendezvous for ranks that all run on this host: tcp://127.0.0.1 on a port free now, with
+    gloo kept on the loopback device rather than whatever the hostname resolves to."""
+    if "GLOO_SOCKET_IFNAME" not in os.environ and any(n == "lo" for _, n in socket.if_nameindex()):
+        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
