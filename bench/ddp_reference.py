@@ -39,6 +39,7 @@ import datetime
 import json
 import os
 import sys
+import tempfile
 import time
 import traceback
 
@@ -184,9 +185,9 @@ def main(argv=None):
     if not dist.is_gloo_available():
         return fail("this torch build has no gloo backend")
 
-    init_method = tessera_run.local_init_method()
+    rendezvous_dir = tempfile.TemporaryDirectory()
     try:
-        mp.spawn(worker, args=(a, cfg, init_method), nprocs=a.world, join=True)
+        mp.spawn(worker, args=(a, cfg, tessera_run.local_init_method(rendezvous_dir.name)), nprocs=a.world, join=True)
     except mp.ProcessRaisedException as e:
         # The message carries the failing rank's traceback; its last line is the exception itself.
         last = str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
@@ -198,6 +199,8 @@ def main(argv=None):
     except Exception as e:  # noqa: BLE001 - anything else from spawn/join
         traceback.print_exc()
         return fail(f"spawning {a.world} ranks failed: {e}")
+    finally:
+        rendezvous_dir.cleanup()
     return 0
 
 

@@ -89,7 +89,7 @@ def no_grad_sync(wrapped, policy, off):
 def worker(rank, a, tokens, model_dir, out_dir, init_method):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=a.world,
-                            timeout=datetime.timedelta(seconds=300))
+                            timeout=datetime.timedelta(seconds=120))  # below the tests' TIMEOUT
     try:
         from transformers import LlamaForCausalLM
         model = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
@@ -132,7 +132,7 @@ def worker(rank, a, tokens, model_dir, out_dir, init_method):
 def run_torch(a, tokens, model_dir, out_dir):
     """Returns (losses, {name: full tensor}, per-rank memory records), or None after printing why it failed."""
     try:
-        mp.spawn(worker, args=(a, tokens, model_dir, out_dir, tessera_run.local_init_method()),
+        mp.spawn(worker, args=(a, tokens, model_dir, out_dir, tessera_run.local_init_method(out_dir)),
                  nprocs=a.world, join=True)
     except Exception as e:  # noqa: BLE001 - a rank that raised or died; its traceback is in the message
         print(str(e)[-4000:], file=sys.stderr)
@@ -161,6 +161,7 @@ def print_memory(a, metrics, theirs):
 
 
 def main():
+    sys.stdout.reconfigure(line_buffering=True)  # what was printed survives a test TIMEOUT's kill
     ap = argparse.ArgumentParser()
     ap.add_argument("exe", help="llama-ddp-fp32 for --policy ddp, llama-fsdp-fp32 for --policy fsdp")
     ap.add_argument("--policy", required=True, choices=["ddp", "fsdp"])

@@ -9,16 +9,23 @@ import subprocess
 import sys
 
 
-def run(exe, args, extra, launcher=(), env=None):
+def run(exe, args, extra, launcher=(), env=None, timeout_s=240):
     """Runs EXE with args (a dict) where each "key=value" of extra replaces that key (tessera refuses a key given
     twice), behind launcher (e.g. ["mpiexec", "-n", "4"]) in environment env. Returns the losses of the metrics file
-    args["metrics"], or None after printing why tessera failed."""
+    args["metrics"], or None after printing why tessera failed or that it ran past timeout_s (every check's runs
+    take seconds: a longer one is a hang, to be reported before the test's own TIMEOUT ends it silently)."""
     args = dict(args)
     for kv in extra:
         key, _, value = kv.partition("=")
         args[key] = value
     cmd = list(launcher) + [exe] + [f"{k}={v}" for k, v in args.items()]
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                              timeout=timeout_s)
+    except subprocess.TimeoutExpired as e:
+        print((e.stderr or "")[-4000:] if isinstance(e.stderr, str) else "", file=sys.stderr)
+        print(f"ERROR: tessera ran past {timeout_s} s and was stopped: {' '.join(cmd)}", flush=True)
+        return None
     if proc.returncode != 0:
         print(proc.stderr[-4000:], file=sys.stderr)
         print(f"ERROR: tessera exited with {proc.returncode}: {' '.join(cmd)}")
@@ -63,11 +70,11 @@ def train_loop(loss_fn, opt, tokens, steps, accumulate, rows, seq_len):
     return losses
 
 
-def local_init_method():
-    """A torch.distributed rendezvous for ranks that all run on this host: tcp://127.0.0.1 on a port free now, with
-    gloo kept on the loopback device rather than whatever the hostname resolves to."""
+def local_init_method(directory):
+    """A torch.distributed rendezvous for ranks that all run on this host: a FileStore file in directory, which must
+    be this job's own (a TCP port picked in advance can be taken by a job running beside this one, whose ranks then
+    meet this job's and both hang), with gloo kept on the loopback device rather than whatever the hostname resolves
+    to."""
     if "GLOO_SOCKET_IFNAME" not in os.environ and any(n == "lo" for _, n in socket.if_nameindex()):
         os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    return "file://" + os.path.join(os.path.abspath(directory), "rendezvous")
