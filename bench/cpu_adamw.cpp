@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "python_side.hpp"
 #include "tessera/optim/cpu_adamw.hpp"
 
 namespace {
@@ -44,24 +45,10 @@ double time_ms(F&& f) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// One round of the Python peers: their step times (ms) by peer, from the last stdout line.
+// One round of the Python peers: their step times (ms) by peer.
 nlohmann::json python_round(std::int64_t steps, std::int64_t threads) {
-  const char* python = std::getenv("TESSERA_PYTHON");
-  const std::string cmd = std::string(python ? python : TESSERA_DEFAULT_PYTHON) + " '" + TESSERA_PEERS_SCRIPT +
-                          "' --steps " + std::to_string(steps) + " --threads " + std::to_string(threads);
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) throw std::runtime_error("cannot run " + cmd);
-  std::string out, last;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe)) {
-    out += buf;
-    if (out.back() == '\n') {
-      if (out.front() == '{') last = out;
-      out.clear();
-    }
-  }
-  if (pclose(pipe) != 0 || last.empty()) throw std::runtime_error("the Python peers failed: " + cmd);
-  const nlohmann::json j = nlohmann::json::parse(last);
+  const nlohmann::json j = bench::run_python(TESSERA_PEERS_SCRIPT, "--steps " + std::to_string(steps) +
+                                                                      " --threads " + std::to_string(threads));
   if (j.at("threads").get<std::int64_t>() != threads)
     throw std::runtime_error("the Python peers ran on " + j.at("threads").dump() + " threads, not " +
                              std::to_string(threads));

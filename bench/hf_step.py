@@ -7,7 +7,8 @@ usage: hf_step.py init --dir D --tokens N
 
 init: D holds a config.json (written by the bench with tessera's writer); adds random weights (torch.manual_seed(0),
 transformers' own initialisation) with save_pretrained, and D/tokens.bin, N random tokens as raw uint16 (nanoGPT's
-format), so that tessera (model_dir=D data=D/tokens.bin) and every peer train the same weights on the same rows.
+format), so that tessera (model_dir=D data=D/tokens.bin) and every peer train the same weights on the same rows;
+prints {"dir": D, "tokens": N} as its last line (the bench reads every Python side's last JSON line).
 bench: trains from D, reading the rows in tessera's order; prints one JSON line
 {"step_ms": [...], "loss": [...], "threads": n}: the wall time of each step after the warm-up steps (the first
 step also creates AdamW's state, as tessera's does), the loss of every step (warm-up included; read after the clock
@@ -59,6 +60,7 @@ def init(a):
     vocab = json.load(open(os.path.join(a.dir, "config.json")))["vocab_size"]
     tokens = torch.randint(0, vocab, (a.tokens,), generator=g, dtype=torch.int32)
     tokens.numpy().astype(np.uint16).tofile(os.path.join(a.dir, "tokens.bin"))
+    print(json.dumps({"dir": a.dir, "tokens": a.tokens}))
 
 
 def bench(a):

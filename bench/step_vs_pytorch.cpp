@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "python_side.hpp"
 #include "tessera/models/llama_config.hpp"
 #include "tessera/tessera.hpp"
 
@@ -67,31 +68,6 @@ struct TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
 };
-
-std::string python() {
-  const char* p = std::getenv("TESSERA_PYTHON");
-  return p ? p : TESSERA_DEFAULT_PYTHON;
-}
-
-// Runs a Python side and returns the JSON of the last stdout line that is one (progress bars and banners go to
-// stderr, but a library may still print to stdout).
-nlohmann::json run_python(const std::string& script, const std::string& args) {
-  const std::string cmd = python() + " '" + script + "' " + args;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) throw std::runtime_error("cannot run " + cmd);
-  std::string line, last;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe)) {
-    line += buf;
-    if (!line.empty() && line.back() == '\n') {
-      if (line.front() == '{') last = line;
-      line.clear();
-    }
-  }
-  if (!line.empty() && line.front() == '{') last = line;
-  if (pclose(pipe) != 0) throw std::runtime_error("the Python side failed: " + cmd);
-  return last.empty() ? nlohmann::json::object() : nlohmann::json::parse(last);
-}
 
 struct Side {
   const char* name;
@@ -168,7 +144,7 @@ int main(int argc, char** argv) {
       tessera::models::write_llama_config(dir.path / "config.json", model, "float32");
       // Exactly steps + 1 chunks of batch_size x seq_len + 1 tokens: one epoch is the whole run.
       const std::int64_t tokens = base.batch_size * base.seq_len * (steps + 1) + 1;
-      run_python(TESSERA_REFERENCE_SCRIPT, "init --dir '" + dir.path.string() + "' --tokens " + std::to_string(tokens));
+      bench::run_python(TESSERA_REFERENCE_SCRIPT, "init --dir '" + dir.path.string() + "' --tokens " + std::to_string(tokens));
       tessera::RunConfig cfg = base;
       cfg.model_dir = dir.path.string();
       cfg.data = (dir.path / "tokens.bin").string();
@@ -191,7 +167,7 @@ int main(int argc, char** argv) {
             }
           } else {
             const nlohmann::json out =
-                run_python(who == 1 ? TESSERA_REFERENCE_SCRIPT : TESSERA_LIGHTNING_SCRIPT, peer_args);
+                bench::run_python(who == 1 ? TESSERA_REFERENCE_SCRIPT : TESSERA_LIGHTNING_SCRIPT, peer_args);
             if (out.value("threads", std::int64_t{0}) != threads)
               throw std::runtime_error(std::string(side.name) + " ran on " +
                                        out.value("threads", nlohmann::json()).dump() + " threads, not " +
