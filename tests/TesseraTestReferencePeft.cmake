@@ -1,7 +1,8 @@
 # Cross-checks of the adapter and 8-bit/4-bit pieces against the libraries users would otherwise run, in the Python
 # environment LibTorch comes from (TESSERA_TORCH_PYTHON, the project's .venv): PEFT on transformers'
-# LlamaForCausalLM for Lora, bitsandbytes for the NF4 of QLora and for Adam8bit. Label reference.
-# tests/CMakeLists.txt includes it only when that Python imports torch, and sets the model configs _gqa and _tied.
+# LlamaForCausalLM and OPTForCausalLM for Lora, bitsandbytes for the NF4 of QLora and for Adam8bit. Label reference.
+# tests/CMakeLists.txt includes it only when that Python imports torch, and sets the model configs _gqa and _tied;
+# TesseraTestReference.cmake, included before, sets the OPT config _opt_train.
 execute_process(COMMAND ${TESSERA_PYTHON} -c "import peft, transformers" RESULT_VARIABLE _no_peft
                 OUTPUT_QUIET ERROR_QUIET)
 execute_process(COMMAND ${TESSERA_PYTHON} -c "import bitsandbytes" RESULT_VARIABLE _no_bnb OUTPUT_QUIET ERROR_QUIET)
@@ -32,8 +33,17 @@ if(TESSERA_BUILD_EXAMPLES AND NOT _no_peft)
   add_test(NAME reference.lora_negative_control
     COMMAND ${_check_lora} $<TARGET_FILE:llama-lora-fp32> --config ${_gqa} --steps 5 --tessera-extra lr=0.00303
             --expect-mismatch)
+  # OPT (opt-lora-fp32; _opt_train from TesseraTestReference.cmake): PEFT's adapter on q_proj, v_proj; and every
+  # linear of the blocks (OPT's names: out_proj, fc1, fc2) merged into a dir from_pretrained reads as OPTForCausalLM.
+  add_test(NAME reference.lora_opt_from_peft_dir
+    COMMAND ${_check_lora} $<TARGET_FILE:opt-lora-fp32> --config ${_opt_train} --r 8 --alpha 16
+            --targets q_proj,v_proj --steps 10)
+  add_test(NAME reference.lora_opt_merge_all_linears
+    COMMAND ${_check_lora} $<TARGET_FILE:opt-lora-fp32> --config ${_opt_train} --merge --r 4 --alpha 8
+            --targets q_proj,k_proj,v_proj,out_proj,fc1,fc2 --accumulate 2 --steps 10)
   set_tests_properties(reference.lora_from_peft_dir reference.lora_all_linears reference.lora_rslora_tied_bf16
-    reference.lora_merge reference.lora_negative_control PROPERTIES LABELS reference TIMEOUT 300)
+    reference.lora_merge reference.lora_negative_control reference.lora_opt_from_peft_dir
+    reference.lora_opt_merge_all_linears PROPERTIES LABELS reference TIMEOUT 300)
 elseif(TESSERA_BUILD_EXAMPLES)
   message(STATUS "tessera: ${TESSERA_PYTHON} cannot import peft; the LoRA cross-checks are not registered")
 endif()

@@ -50,15 +50,15 @@ constexpr bool is_known_axis =
 // One instantiation per listed type, so the compiler's note names the offending type.
 template <class P>
 struct check_policy : std::true_type {
-  static_assert(!models::ModelFamily<P>,
+  static_assert(!models::family_traits::tagged<P>,
                 "tessera::Experiment: a model family may only be the FIRST argument "
                 "(write Experiment<models::Llama, Policies...>).");
-  static_assert(models::ModelFamily<P> || Policy<P>,
+  static_assert(models::family_traits::tagged<P> || Policy<P>,
                 "tessera::Experiment: this argument is not a tessera policy (it has no `using axis = ...;`). "
                 "Pass policies such as NoShard, Fp32, Bf16Mixed, CheckpointEveryBlock, AdamW, Sgd, OffloadOptimizer, "
                 "Lora, or give your own "
                 "policy type a `using axis = tessera::axis::<axis>;` member.");
-  static_assert(models::ModelFamily<P> || !Policy<P> || is_known_axis<P>,
+  static_assert(models::family_traits::tagged<P> || !Policy<P> || is_known_axis<P>,
                 "tessera::Experiment: this policy's axis is not one of tessera::axis::{sharding, precision, "
                 "checkpointing, optimizer, offload, adapter}.");
 };
@@ -111,9 +111,8 @@ constexpr bool combination_ok() {
 
 template <class Model, class... Ps>
 struct resolve {
-  static_assert(models::ModelFamily<Model>,
-                "tessera::Experiment: the first argument must be a model family such as tessera::models::Llama "
-                "(a type with `using family = tessera::models::model_family_tag;`), followed by policies.");
+  static_assert(models::check_family<Model>(), "tessera::Experiment: the first argument is not a complete model family "
+                                               "(the assertion above names what it lacks).");
   static_assert((check_policy<Ps>::value && ...));
   static_assert(count_of<axis::sharding, Ps...> <= 1,
                 "tessera::Experiment: two sharding policies given; keep exactly one.");

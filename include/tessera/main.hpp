@@ -53,6 +53,14 @@ int exit_code_of(Body&& body) {
   }
 }
 
+// The help's last lines: the experiment's model family and the presets `model=` takes.
+template <class Model>
+std::string family_help() {
+  std::string names;
+  for (const std::string_view n : Model::preset_names()) names += (names.empty() ? "" : ", ") + std::string(n);
+  return "\nmodel family: " + std::string(Model::name) + "\nmodel presets: " + names + "\n";
+}
+
 template <class Exp>
 int main(int argc, char** argv) {
   const std::vector<std::string_view> args(argv + 1, argv + argc);
@@ -66,7 +74,8 @@ int main(int argc, char** argv) {
   return exit_code_of([&] {
     if (wants_help(args)) {
       if (job::place().rank != 0) return 0;
-      std::printf("usage: %s [key=value ...]\n\n%s", argc > 0 ? argv[0] : "tessera", config_help(RunConfig{}).c_str());
+      std::printf("usage: %s [key=value ...]\n\n%s%s", argc > 0 ? argv[0] : "tessera", config_help(RunConfig{}).c_str(),
+                  family_help<typename Exp::model>().c_str());
       return 0;
     }
     Trainer<Exp> trainer(parse_run_config(args));

@@ -1,7 +1,6 @@
-// implements: RunConfig validation, parsing and the list of model preset names.
+// implements: RunConfig validation and parsing.
 #include "tessera/config/run_config.hpp"
 
-#include "tessera/models/llama_config.hpp"
 
 #include <unistd.h>
 
@@ -51,17 +50,6 @@ bool is_device(std::string_view device) {
   const std::string_view index = device.substr(kCudaPrefix.size());
   return !index.empty() && std::all_of(index.begin(), index.end(),
                                        [](char c) { return c >= '0' && c <= '9'; });
-}
-
-bool is_preset(std::string_view model) {
-  const auto names = preset_names();
-  return std::find(names.begin(), names.end(), model) != names.end();
-}
-
-std::string preset_list() {
-  std::string out;
-  for (const std::string_view name : preset_names()) out += (out.empty() ? "" : ", ") + std::string(name);
-  return out;
 }
 
 // error_code overloads: an unreadable path is a config problem to report, not an exception.
@@ -167,8 +155,6 @@ void check_upper_bounds(Problems& p, const RunConfig& cfg) {
 
 }  // namespace
 
-std::span<const std::string_view> preset_names() { return models::llama_preset_names(); }
-
 void validate(const RunConfig& cfg) {
   Problems p(cfg);
   p.require(std::isfinite(cfg.lr) && cfg.lr > 0, "lr", "must be a finite number > 0, e.g. lr=3e-4");
@@ -210,11 +196,11 @@ void validate(const RunConfig& cfg) {
   p.require(cfg.log_every >= 1, "log_every", "must be >= 1 (print a step line every N steps)");
   p.require(cfg.memory_every >= 1, "memory_every",
             "must be >= 1 (memory snapshots at steps 0, 1 and every N)");
-  p.require(!cfg.model_dir.empty() || is_preset(cfg.model), "model",
-            "unknown preset; use one of " + preset_list() +
-                ", or set model_dir to a Hugging Face Llama dir");
+  p.require(!cfg.model_dir.empty() || !cfg.model.empty(), "model",
+            "empty; name one of the model family's presets (--help lists them), or set model_dir to a Hugging "
+            "Face model dir");
   p.require(cfg.model_dir.empty() || is_dir(cfg.model_dir), "model_dir",
-            "not an existing directory; give a Hugging Face Llama dir with config.json, or leave it "
+            "not an existing directory; give a Hugging Face model dir with config.json, or leave it "
             "empty to use the model preset");
   p.require(cfg.data.empty() || is_file(cfg.data), "data",
             "not an existing file; give a nanoGPT uint16 .bin or llm.c .bin token file, or leave it empty "

@@ -77,17 +77,6 @@ std::vector<std::int64_t> gather_to_root(std::span<const std::int64_t> record) {
   return std::vector<std::int64_t>(record.begin(), record.end());
 }
 
-double mean_over_ranks(double value) {
-#ifdef TESSERA_WITH_MPI
-  if (dist::World* w = live_world(); w && w->size() > 1) {
-    double sum = 0;
-    dist::detail::check_mpi(MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
-    return sum / w->size();
-  }
-#endif
-  return value;
-}
-
 void abort(int code, std::string_view message) {
 #ifdef TESSERA_WITH_MPI
   if (const dist::World* w = live_world()) w->abort(code, message);
@@ -104,9 +93,18 @@ namespace tessera {
 SoloScope::SoloScope() { ++job::solo_depth_ref(); }
 SoloScope::~SoloScope() { --job::solo_depth_ref(); }
 
+bool launched_by_mpi() {
+  // What mpirun/mpiexec (Open MPI, MPICH's hydra) and srun (PMI-2, PMIx) put in every rank's environment.
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"})
+    if (std::getenv(var)) return true;
+  const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS");
+  return tasks && std::atoi(tasks) > 1;
+}
+
 JobScope::JobScope() {
 #ifdef TESSERA_WITH_MPI
-  if (!dist::World::current()) world_ = std::make_shared<dist::World>();
+  // A plain start is a job of one: MPI (and its helper process, ~0.5 s) starts only under a launcher.
+  if (!dist::World::current() && launched_by_mpi()) world_ = std::make_shared<dist::World>();
 #endif
 }
 

@@ -106,7 +106,7 @@ LoraSettings lora_settings(const RunConfig& cfg) {
     bad_adapter(file, "bias is " + io::json_excerpt(j["bias"]) + "; only bias \"none\" adapters are supported");
   if (typed("fan_in_fan_out", j.value("fan_in_fan_out", nlohmann::json()).is_boolean(), "a boolean (true or false)") &&
       j["fan_in_fan_out"].get<bool>())
-    bad_adapter(file, "fan_in_fan_out is true; Llama linears need false");
+    bad_adapter(file, "fan_in_fan_out is true; tessera's linears (nn.Linear, (out, in) weights) need false");
   // PEFT variants that change the forward or train more than A and B: training them as plain LoRA would be silently
   // wrong. PEFT writes these keys as false / null for a plain LoRA adapter.
   if (typed("use_dora", j.value("use_dora", nlohmann::json()).is_boolean(), "a boolean (true or false)") &&
@@ -143,17 +143,17 @@ LoraSettings lora_settings(const RunConfig& cfg) {
   return s;
 }
 
-std::vector<LoraSite> lora_sites(std::span<const ParamSpec> base, std::size_t first_unit, std::size_t last_unit,
-                                 std::span<const std::string> targets) {
+std::vector<LoraSite> lora_sites(std::span<const ParamSpec> base, std::span<const std::string> targets) {
   std::vector<LoraSite> sites;
-  std::set<std::string> used;
+  std::set<std::string> used, linear_names;
   constexpr std::string_view suffix = ".weight";
   for (std::size_t i = 0; i < base.size(); ++i) {
     const ParamSpec& p = base[i];
-    if (p.shape.size() != 2 || p.unit < first_unit || p.unit > last_unit) continue;
-    if (p.name.size() <= suffix.size() || p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    if (!p.linear || p.name.size() <= suffix.size() ||
+        p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) != 0)
       continue;
     const std::string module = p.name.substr(0, p.name.size() - suffix.size());
+    linear_names.insert(module.substr(module.rfind('.') + 1));
     for (const std::string& t : targets)
       if (ends_with_module(module, t)) {
         sites.push_back(LoraSite{i, module, p.shape[1], p.shape[0]});
@@ -162,10 +162,12 @@ std::vector<LoraSite> lora_sites(std::span<const ParamSpec> base, std::size_t fi
       }
   }
   for (const std::string& t : targets)
-    if (!used.count(t))
-      throw ConfigError("lora_targets: '" + t +
-                        "' names no linear layer of the model's blocks; use module names such as q_proj, k_proj, "
-                        "v_proj, o_proj, gate_proj, up_proj, down_proj");
+    if (!used.count(t)) {
+      std::string names;
+      for (const std::string& n : linear_names) names += (names.empty() ? "" : ", ") + n;
+      throw ConfigError("lora_targets: '" + t + "' names no linear layer of the model; its linear layers are " +
+                        names);
+    }
   return sites;
 }
 

@@ -21,7 +21,7 @@ std::string shape_string(at::IntArrayRef shape) {
   return s + "]";
 }
 
-// Tensors some Hugging Face Llama checkpoints carry that are not parameters (recomputed buffers).
+// Tensors some Hugging Face checkpoints carry that are not parameters (recomputed buffers).
 bool is_known_buffer(std::string_view name) {
   constexpr std::string_view suffix = "rotary_emb.inv_freq";
   return name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
@@ -53,7 +53,7 @@ ParamStore::ParamStore(std::vector<ParamSpec> specs, c10::ScalarType dtype, c10:
     const std::int64_t numel = layout_.store_shards ? padded_numel_[u] / g : padded_numel_[u];
     try {
       // Zeros: the padding must stay zero (its gradients are zero, so every optimizer keeps it there).
-      flats_.push_back(at::zeros({numel}, options));
+      flats_.push_back(at::empty({numel}, options));  // filled by initialize() or load() (padding zeroed there)
     } catch (const std::exception&) {  // c10::Error from the allocator, or std::bad_alloc
       std::int64_t total = 0;
       for (std::size_t k = 0; k < units; ++k) total += layout_.store_shards ? padded_numel_[k] / g : padded_numel_[k];
@@ -102,7 +102,16 @@ template <class Fill>
 void ParamStore::fill_units(Fill&& fill) {
   at::NoGradGuard no_grad;
   for (std::size_t u = 0; u < flats_.size(); ++u) {
-    at::Tensor full = at::zeros({padded_numel_[u]}, at::TensorOptions().dtype(dtype_));
+    const std::int64_t padding = padded_numel_[u] - unit_numel_[u];
+    if (!layout_.store_shards && flats_[u].device().is_cpu()) {  // written in place: one copy per tensor
+      const std::vector<at::Tensor> views = unit_views(u, flats_[u]);
+      for (std::size_t k = 0; k < views.size(); ++k) fill(unit_specs_[u][k], views[k]);
+      if (padding > 0) flats_[u].narrow(0, unit_numel_[u], padding).zero_();
+      continue;
+    }
+    // Shards, or a device store: the whole unit on the CPU first, then this rank's part of it.
+    at::Tensor full = at::empty({padded_numel_[u]}, at::TensorOptions().dtype(dtype_));
+    if (padding > 0) full.narrow(0, unit_numel_[u], padding).zero_();
     const std::vector<at::Tensor> views = unit_views(u, full);
     for (std::size_t k = 0; k < views.size(); ++k) fill(unit_specs_[u][k], views[k]);
     const std::int64_t s = shard_numel(u);
@@ -140,7 +149,7 @@ void ParamStore::check_loadable(std::span<const ParamSpec> specs, const io::Chec
     for (std::size_t i = 0; i < unknown.size() && i < 5; ++i) list += (i ? ", " : "") + unknown[i].substr(0, 120);
     throw FormatError(where + "checkpoint has " + std::to_string(unknown.size()) + " tensor(s) this model does not use (" +
                       list + (unknown.size() > 5 ? ", ..." : "") +
-                      "); its config.json does not match its weights, or it is not a Llama checkpoint");
+                      "); its config.json does not match its weights, or it is not a checkpoint of this model family");
   }
   for (const auto& s : specs) {
     const io::TensorInfo* info = dir.find(s.name);

@@ -39,29 +39,5 @@ Runtime make_runtime(const RunConfig& cfg, const JobPlace& place) {
   return rt;
 }
 
-data::TokenSource open_tokens(const RunConfig& cfg, std::int64_t vocab_size) {
-  if (cfg.data.empty()) {
-    const std::int64_t rows = cfg.num_train_samples > 0 ? cfg.num_train_samples : 512;
-    return data::TokenSource::synthetic(static_cast<std::size_t>(rows * cfg.seq_len + 1),
-                                        static_cast<std::uint32_t>(vocab_size), static_cast<std::uint64_t>(cfg.seed));
-  }
-  data::TokenSource tokens = data::TokenSource::open(cfg.data);
-  if (tokens.max_token() >= vocab_size)
-    throw ConfigError("data=" + cfg.data + ": holds token id " + std::to_string(tokens.max_token()) +
-                      " but the model's vocab_size is " + std::to_string(vocab_size) +
-                      "; tokenize with the model's own tokenizer");
-  return tokens;
-}
-
-namespace detail {
-
-c10::ScalarType reduce_dtype_of(const std::string& name) {
-  if (name == "fp32") return c10::ScalarType::Float;
-  if (name == "bf16") return c10::ScalarType::BFloat16;
-  if (name == "fp16") return c10::ScalarType::Half;
-  throw ConfigError("reduce_dtype=" + name + ": must be fp32, bf16 or fp16");
-}
-
-}  // namespace detail
 
 }  // namespace tessera

@@ -17,22 +17,24 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// One call of the forward. Its inputs are the call's input x, the auxiliary tensor (targets), the engine's
-// anchor leaf (so the output requires grad even when x does not, as for the embedding's token ids) and, as
-// integers, the engine and the call index. Everything else happens in UnitEngine.
+// One call of the forward. Its inputs are the call's input tensors, the engine's anchor leaf (so the output
+// requires grad even when no input does, as for the embedding's token ids) and, as integers, the engine and the
+// call index. Everything else happens in UnitEngine.
 struct UnitNode : torch::autograd::Function<UnitNode> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& aux, const at::Tensor& anchor,
+  static at::Tensor forward(AutogradContext* ctx, at::TensorList inputs, const at::Tensor& anchor,
                             std::int64_t engine, std::int64_t call) {
     (void)anchor;
     ctx->saved_data["engine"] = engine;
     ctx->saved_data["call"] = call;
-    return reinterpret_cast<UnitEngine*>(engine)->forward_call(static_cast<std::size_t>(call), x, aux);
+    return reinterpret_cast<UnitEngine*>(engine)->forward_call(static_cast<std::size_t>(call), inputs);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     auto* engine = reinterpret_cast<UnitEngine*>(ctx->saved_data["engine"].toInt());
     const auto call = static_cast<std::size_t>(ctx->saved_data["call"].toInt());
-    return {engine->backward_call(call, grad_outputs[0]), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    variable_list grads = engine->backward_call(call, grad_outputs[0]);
+    grads.resize(grads.size() + 3);  // anchor, engine, call
+    return grads;
   }
 };
 
@@ -45,7 +47,8 @@ std::int64_t element_bytes(c10::ScalarType t) { return static_cast<std::int64_t>
 
 }  // namespace
 
-UnitEngine::UnitEngine(ParamStore& store, ShardPlan plan, UnitComms comms, std::vector<UnitCall> calls, CallFn fn)
+UnitEngine::UnitEngine(ParamStore& store, ShardPlan plan, UnitComms comms, std::vector<UnitCall> calls, CallFn fn,
+                       std::vector<bool> frozen)
     : store_(store), plan_(plan), comms_(std::move(comms)), calls_(std::move(calls)), fn_(std::move(fn)) {
   const std::size_t units = store_.num_units();
   if (plan_.stage < 0 || plan_.stage > 3) throw Error("UnitEngine: sharding stage " + std::to_string(plan_.stage));
@@ -68,10 +71,21 @@ UnitEngine::UnitEngine(ParamStore& store, ShardPlan plan, UnitComms comms, std::
     }
   for (std::size_t u = 0; u < units; ++u)
     if (!uses_[u]) throw Error("UnitEngine: no call uses unit " + std::to_string(u));
+  if (!frozen.empty() && frozen.size() != units)
+    throw Error("UnitEngine: " + std::to_string(frozen.size()) + " frozen flags for " + std::to_string(units) + " units");
+  trainable_.assign(units, false);
+  for (std::size_t u = 0; u < units; ++u) trainable_[u] = store_.unit_numel(u) > 0 && (frozen.empty() || !frozen[u]);
+  call_trains_.assign(calls_.size(), false);
+  for (std::size_t c = 0; c < calls_.size(); ++c)
+    for (std::size_t u : calls_[c].units) call_trains_[c] = call_trains_[c] || trainable_[u];
+  // Gradients in the stored dtype, except under parameter offload, where the CPU store is fp32 master: then in
+  // the compute dtype (what a device store would have been).
+  grad_dtype_ = store_.device() != plan_.device ? plan_.compute_dtype : store_.dtype();
   uses_left_ = uses_;
   states_.resize(calls_.size());
   full_grads_.resize(units);
   grad_slices_.resize(units);
+  written_.assign(units, false);
 
   if (plan_.stage == 3) {
     gathered_.resize(units);
@@ -90,6 +104,7 @@ UnitEngine::UnitEngine(ParamStore& store, ShardPlan plan, UnitComms comms, std::
     // As PyTorch DDP: the first bucket is capped at 1 MiB so that communication starts early in backward.
     const std::int64_t first_cap = std::min<std::int64_t>(plan_.bucket_bytes, 1 << 20);
     for (std::size_t u : order) {
+      if (!trainable_[u]) continue;
       if (buckets_.empty() || bytes >= (buckets_.size() == 1 ? first_cap : plan_.bucket_bytes)) {
         buckets_.emplace_back();
         bytes = 0;
@@ -101,10 +116,30 @@ UnitEngine::UnitEngine(ParamStore& store, ShardPlan plan, UnitComms comms, std::
   }
 }
 
-at::Tensor UnitEngine::call(std::size_t c, const at::Tensor& x, const at::Tensor& aux) {
-  static const at::Tensor none = at::empty({0}, at::kLong);
-  return UnitNode::apply(x, aux.defined() ? aux : none, anchor_, reinterpret_cast<std::int64_t>(this),
-                         static_cast<std::int64_t>(c));
+at::Tensor UnitEngine::call(std::size_t c, std::vector<at::Tensor> inputs) {
+  if (c >= calls_.size())
+    throw Error("UnitEngine: the program ran call " + std::to_string(c) + " but the family declares " +
+                std::to_string(calls_.size()) + " calls");
+  bool differentiable = call_trains_[c];
+  for (const auto& x : inputs) differentiable = differentiable || (x.defined() && x.requires_grad());
+  if (differentiable && at::GradMode::is_enabled())
+    return UnitNode::apply(at::TensorList(inputs), anchor_, reinterpret_cast<std::int64_t>(this),
+                           static_cast<std::int64_t>(c));
+  // Nothing to differentiate (a frozen call on inputs that need no gradient, or no grad mode): no graph.
+  at::NoGradGuard no_graph;
+  std::vector<at::Tensor> fulls;
+  for (std::size_t u : calls_[c].units) fulls.push_back(acquire(u));
+  prefetch_call(c + 1);
+  at::Tensor out = fn_(c, inputs, call_params(c, fulls));
+  fulls.clear();
+  for (std::size_t u : calls_[c].units) release(u);
+  return out;
+}
+
+std::vector<std::vector<at::Tensor>> UnitEngine::call_params(std::size_t c, const std::vector<at::Tensor>& fulls) const {
+  std::vector<std::vector<at::Tensor>> params;
+  for (std::size_t k = 0; k < calls_[c].units.size(); ++k) params.push_back(store_.unit_views(calls_[c].units[k], fulls[k]));
+  return params;
 }
 
 // ---------------------------------------------------------------- parameters
@@ -153,38 +188,43 @@ void UnitEngine::prefetch_call(std::size_t c) {
 
 // ---------------------------------------------------------------- forward and backward of one call
 
-at::Tensor UnitEngine::forward_call(std::size_t c, const at::Tensor& x, const at::Tensor& aux) {
+at::Tensor UnitEngine::forward_call(std::size_t c, at::TensorList inputs) {
   const UnitCall& spec = calls_[c];
   CallState& st = states_[c];
   if (st.active) throw Error("UnitEngine: call " + std::to_string(c) + " ran forward twice before its backward");
-  std::vector<std::vector<at::Tensor>> params;
-  for (std::size_t u : spec.units) params.push_back(store_.unit_views(u, acquire(u)));
+  std::vector<at::Tensor> fulls;
+  for (std::size_t u : spec.units) fulls.push_back(acquire(u));
   prefetch_call(c + 1);
-  st.x = x.detach();
-  if (x.requires_grad()) st.x.requires_grad_(true);
-  st.aux = aux;
+  st.inputs.clear();
+  for (const at::Tensor& x : inputs) {
+    at::Tensor leaf = x.defined() ? x.detach() : x;
+    if (x.defined() && x.requires_grad()) leaf.requires_grad_(true);
+    st.inputs.push_back(std::move(leaf));
+  }
   at::Tensor out;
   if (spec.checkpointed) {
     at::NoGradGuard no_graph;
-    out = fn_(c, st.x, aux, params);
+    out = fn_(c, st.inputs, call_params(c, fulls));
   } else {
     at::AutoGradMode graph(true);
-    for (auto& unit : params)
-      for (auto& p : unit) p = p.detach().requires_grad_(true);
-    st.leaves = std::move(params);
-    out = fn_(c, st.x, aux, st.leaves);
+    st.leaves = call_params(c, fulls);
+    for (std::size_t k = 0; k < spec.units.size(); ++k)
+      if (trainable_[spec.units[k]])
+        for (auto& p : st.leaves[k]) p = p.detach().requires_grad_(true);
+    out = fn_(c, st.inputs, st.leaves);
     st.out = out;
   }
+  fulls.clear();
   for (std::size_t u : spec.units) release(u);
   st.active = true;
   return out.detach();
 }
 
-at::Tensor UnitEngine::backward_call(std::size_t c, const at::Tensor& grad_out) {
+std::vector<at::Tensor> UnitEngine::backward_call(std::size_t c, const at::Tensor& grad_out) {
   const UnitCall& spec = calls_[c];
   CallState& st = states_[c];
   if (!st.active) throw Error("UnitEngine: backward of call " + std::to_string(c) + " without its forward");
-  if (!has_grads_) allocate_grads();  // at the first backward, as autograd would: none exist during forward
+  has_grads_ = true;
   // MPI moves nonblocking collectives forward only inside MPI calls: poll the buckets in flight.
   for (Bucket& b : buckets_)
     if (!b.work.empty()) b.work.is_completed();
@@ -196,36 +236,34 @@ at::Tensor UnitEngine::backward_call(std::size_t c, const at::Tensor& grad_out) 
   std::vector<std::vector<at::Tensor>> leaves = std::move(st.leaves);
   if (spec.checkpointed) {
     at::AutoGradMode graph(true);
-    leaves.clear();
-    for (std::size_t k = 0; k < spec.units.size(); ++k) {
-      leaves.push_back(store_.unit_views(spec.units[k], fulls[k]));
-      for (auto& p : leaves.back()) p = p.detach().requires_grad_(true);
-    }
-    out = fn_(c, st.x, st.aux, leaves);
+    leaves = call_params(c, fulls);
+    for (std::size_t k = 0; k < spec.units.size(); ++k)
+      if (trainable_[spec.units[k]])
+        for (auto& p : leaves[k]) p = p.detach().requires_grad_(true);
+    out = fn_(c, st.inputs, leaves);
   }
-  variable_list inputs;
-  const bool x_grad = st.x.requires_grad();
-  if (x_grad) inputs.push_back(st.x);
-  for (const auto& unit : leaves) inputs.insert(inputs.end(), unit.begin(), unit.end());
-  // A call with nothing to differentiate (the embedding under Lora: frozen, and token ids in) has no backward.
-  variable_list grads = inputs.empty() || !out.requires_grad()
-                            ? variable_list(inputs.size())
-                            : torch::autograd::grad({out}, inputs, {grad_out}, /*retain_graph=*/false,
+  // Differentiate with respect to the inputs that need a gradient, then the trainable units' parameters.
+  variable_list wrt;
+  for (const auto& x : st.inputs)
+    if (x.defined() && x.requires_grad()) wrt.push_back(x);
+  for (std::size_t k = 0; k < spec.units.size(); ++k)
+    if (trainable_[spec.units[k]]) wrt.insert(wrt.end(), leaves[k].begin(), leaves[k].end());
+  variable_list grads = wrt.empty() || !out.requires_grad()
+                            ? variable_list(wrt.size())
+                            : torch::autograd::grad({out}, wrt, {grad_out}, /*retain_graph=*/false,
                                                     /*create_graph=*/false, /*allow_unused=*/true);
-  at::Tensor grad_x = x_grad ? grads[0] : at::Tensor();
-  std::size_t next = x_grad ? 1 : 0;
+  std::vector<at::Tensor> input_grads;
+  std::size_t next = 0;
+  for (const auto& x : st.inputs)
+    input_grads.push_back(x.defined() && x.requires_grad() ? grads[next++] : at::Tensor());
   {
     at::NoGradGuard no_grad;
     for (std::size_t k = 0; k < spec.units.size(); ++k) {
       const std::size_t u = spec.units[k];
-      if (!full_grads_[u].defined())  // stages 2/3: this backward's full gradients of the unit
-        full_grads_[u] = at::zeros({store_.padded_numel(u)},
-                                   at::TensorOptions().dtype(plan_.reduce_dtype).device(plan_.device));
-      const std::vector<at::Tensor> views = store_.unit_views(u, full_grads_[u]);
-      for (const auto& view : views) {
-        const at::Tensor& g = grads[next++];
-        if (g.defined()) view.add_(g);
-      }
+      if (!trainable_[u]) continue;
+      const std::size_t n = leaves[k].size();
+      write_grads(u, std::span<const at::Tensor>(grads).subspan(next, n));
+      next += n;
     }
   }
   st = CallState{};
@@ -235,8 +273,33 @@ at::Tensor UnitEngine::backward_call(std::size_t c, const at::Tensor& grad_out) 
   fulls.clear();
   for (std::size_t u : spec.units) release(u);
   for (std::size_t u : spec.units)
-    if (--uses_left_[u] == 0) unit_complete(u);
-  return grad_x;
+    if (trainable_[u] && --uses_left_[u] == 0) unit_complete(u);
+  return input_grads;
+}
+
+// Unit u's parameter gradients from one call into its full gradient buffer: copied on the first write (the
+// buffer is uninitialized then; a parameter the call did not reach gets zeros), added afterwards.
+void UnitEngine::write_grads(std::size_t u, std::span<const at::Tensor> grads) {
+  if (plan_.stage <= 1) {
+    Bucket& b = buckets_[bucket_of_[u]];
+    if (!b.flat.defined()) allocate_bucket(b);
+  } else if (!full_grads_[u].defined()) {
+    full_grads_[u] = at::empty({store_.padded_numel(u)}, at::TensorOptions().dtype(plan_.reduce_dtype).device(plan_.device));
+    written_[u] = false;
+  }
+  const bool first = !written_[u];
+  written_[u] = true;
+  const at::Tensor& full = full_grads_[u];
+  if (first && store_.padded_numel(u) > store_.unit_numel(u))  // the padding, which no view covers
+    full.narrow(0, store_.unit_numel(u), store_.padded_numel(u) - store_.unit_numel(u)).zero_();
+  const std::vector<at::Tensor> views = store_.unit_views(u, full);
+  for (std::size_t k = 0; k < views.size(); ++k) {
+    const at::Tensor& g = grads[k];
+    if (first)
+      g.defined() ? views[k].copy_(g) : views[k].zero_();
+    else if (g.defined())
+      views[k].add_(g);
+  }
 }
 
 // ---------------------------------------------------------------- gradients
@@ -246,30 +309,18 @@ void UnitEngine::begin_micro(bool last_micro) {
   uses_left_ = uses_;
 }
 
-void UnitEngine::allocate_grads() {
-  // Gradients in the stored dtype, except under parameter offload, where the CPU store is fp32 master: then in
-  // the compute dtype (what a device store would have been).
-  const bool offloaded = store_.device() != plan_.device;
-  const auto options =
-      at::TensorOptions().dtype(offloaded ? plan_.compute_dtype : store_.dtype()).device(plan_.device);
-  if (plan_.stage <= 1) {
-    for (Bucket& b : buckets_) {
-      std::int64_t total = 0;
-      for (std::size_t u : b.units) total += store_.padded_numel(u);
-      b.flat = at::zeros({total}, options);
-      std::int64_t offset = 0;
-      for (std::size_t u : b.units) {
-        full_grads_[u] = b.flat.narrow(0, offset, store_.padded_numel(u));
-        offset += store_.padded_numel(u);
-        const std::int64_t s = store_.shard_numel(u);
-        grad_slices_[u] = plan_.stage == 0 ? full_grads_[u]
-                                           : full_grads_[u].narrow(0, store_.layout().group_rank * s, s);
-      }
-    }
-  } else {
-    for (std::size_t u = 0; u < store_.num_units(); ++u) grad_slices_[u] = at::zeros({store_.shard_numel(u)}, options);
+void UnitEngine::allocate_bucket(Bucket& b) {
+  std::int64_t total = 0;
+  for (std::size_t u : b.units) total += store_.padded_numel(u);
+  b.flat = at::empty({total}, at::TensorOptions().dtype(grad_dtype_).device(plan_.device));
+  std::int64_t offset = 0;
+  for (std::size_t u : b.units) {
+    full_grads_[u] = b.flat.narrow(0, offset, store_.padded_numel(u));
+    offset += store_.padded_numel(u);
+    const std::int64_t s = store_.shard_numel(u);
+    grad_slices_[u] = plan_.stage == 0 ? full_grads_[u] : full_grads_[u].narrow(0, store_.layout().group_rank * s, s);
+    written_[u] = false;
   }
-  has_grads_ = true;
 }
 
 void UnitEngine::unit_complete(std::size_t u) {
@@ -294,7 +345,7 @@ void UnitEngine::unit_complete(std::size_t u) {
   at::Tensor full = std::move(full_grads_[u]);
   full_grads_[u] = at::Tensor();
   if (comms_.shard.size() == 1) {
-    grad_slices_[u].add_(full);
+    add_to_shard(u, std::move(full));
     if (last_micro_ && comms_.replica.size() == 1) grad_ready(u);
     return;
   }
@@ -306,11 +357,20 @@ void UnitEngine::unit_complete(std::size_t u) {
   drain_scatters(1);
 }
 
+// Stages 2/3: the step's gradient shard is the first micro-step's reduced shard itself (no zero-fill, no
+// copy when the dtypes agree), later micro-steps add to it.
+void UnitEngine::add_to_shard(std::size_t u, at::Tensor reduced) {
+  if (grad_slices_[u].defined())
+    grad_slices_[u].add_(reduced);
+  else
+    grad_slices_[u] = reduced.scalar_type() == grad_dtype_ ? std::move(reduced) : reduced.to(grad_dtype_);
+}
+
 void UnitEngine::drain_scatters(std::size_t keep) {
   while (scatters_.size() > keep) {
     Scatter& s = scatters_.front();
     s.work.wait();
-    grad_slices_[s.unit].add_(s.out);
+    add_to_shard(s.unit, std::move(s.out));
     const std::size_t unit = s.unit;
     scatters_.pop_front();
     if (last_micro_ && comms_.replica.size() == 1) grad_ready(unit);
@@ -321,6 +381,12 @@ void UnitEngine::finish_gradients() {
   at::NoGradGuard no_grad;
   if (plan_.stage <= 1) {
     for (Bucket& b : buckets_) {
+      if (!b.flat.defined()) allocate_bucket(b);
+      for (std::size_t u : b.units)  // a unit the loss did not reach this step: zeros, as torch's reached ones
+        if (!written_[u]) {
+          full_grads_[u].zero_();
+          written_[u] = true;
+        }
       if (comms_.world.size() > 1) {
         if (b.complete != b.units.size())
           throw Error("UnitEngine: a gradient bucket was not complete at the end of backward");
@@ -335,10 +401,17 @@ void UnitEngine::finish_gradients() {
     return;
   }
   drain_scatters(0);
+  // A trainable unit the loss did not reach this step: a zero gradient, as torch gives a parameter it reached.
+  for (std::size_t u = 0; u < store_.num_units(); ++u)
+    if (trainable_[u] && !grad_slices_[u].defined())
+      grad_slices_[u] = at::zeros({store_.shard_numel(u)}, at::TensorOptions().dtype(grad_dtype_).device(plan_.device));
   if (comms_.replica.size() > 1) {
-    std::vector<at::Tensor> shards(grad_slices_.begin(), grad_slices_.end());
+    std::vector<at::Tensor> shards;
+    for (std::size_t u = 0; u < store_.num_units(); ++u)
+      if (trainable_[u]) shards.push_back(grad_slices_[u]);
     comms_.replica.all_reduce(std::span<const at::Tensor>(shards), dist::ReduceOp::avg);
-    for (std::size_t u = 0; u < store_.num_units(); ++u) grad_ready(u);
+    for (std::size_t u = 0; u < store_.num_units(); ++u)
+      if (trainable_[u]) grad_ready(u);
   }
 }
 
@@ -346,6 +419,7 @@ void UnitEngine::release_grads() {
   for (Bucket& b : buckets_) b.flat = at::Tensor();
   for (auto& g : full_grads_) g = at::Tensor();
   for (auto& g : grad_slices_) g = at::Tensor();
+  written_.assign(written_.size(), false);
   has_grads_ = false;
 }
 

@@ -38,14 +38,14 @@ std::vector<ParamSpec> Llama::parameters(const Config& c) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     const auto unit = static_cast<std::size_t>(i + 1);
     specs.push_back({p + "input_layernorm.weight", {h}, unit, ParamInit::ones});
-    specs.push_back({p + "self_attn.q_proj.weight", {q_out, h}, unit, ParamInit::normal});
-    specs.push_back({p + "self_attn.k_proj.weight", {kv_out, h}, unit, ParamInit::normal});
-    specs.push_back({p + "self_attn.v_proj.weight", {kv_out, h}, unit, ParamInit::normal});
-    specs.push_back({p + "self_attn.o_proj.weight", {h, q_out}, unit, ParamInit::normal});
+    specs.push_back({p + "self_attn.q_proj.weight", {q_out, h}, unit, ParamInit::normal, true});
+    specs.push_back({p + "self_attn.k_proj.weight", {kv_out, h}, unit, ParamInit::normal, true});
+    specs.push_back({p + "self_attn.v_proj.weight", {kv_out, h}, unit, ParamInit::normal, true});
+    specs.push_back({p + "self_attn.o_proj.weight", {h, q_out}, unit, ParamInit::normal, true});
     specs.push_back({p + "post_attention_layernorm.weight", {h}, unit, ParamInit::ones});
-    specs.push_back({p + "mlp.gate_proj.weight", {c.intermediate_size, h}, unit, ParamInit::normal});
-    specs.push_back({p + "mlp.up_proj.weight", {c.intermediate_size, h}, unit, ParamInit::normal});
-    specs.push_back({p + "mlp.down_proj.weight", {h, c.intermediate_size}, unit, ParamInit::normal});
+    specs.push_back({p + "mlp.gate_proj.weight", {c.intermediate_size, h}, unit, ParamInit::normal, true});
+    specs.push_back({p + "mlp.up_proj.weight", {c.intermediate_size, h}, unit, ParamInit::normal, true});
+    specs.push_back({p + "mlp.down_proj.weight", {h, c.intermediate_size}, unit, ParamInit::normal, true});
   }
   const auto head_unit = static_cast<std::size_t>(c.num_hidden_layers + 1);
   specs.push_back({"model.norm.weight", {h}, head_unit, ParamInit::ones});
@@ -70,22 +70,43 @@ Llama::Context Llama::make_context(const Config& c, std::int64_t seq_len, c10::S
   return ctx;
 }
 
-at::Tensor Llama::embed(const Config&, at::TensorList w, const at::Tensor& tokens) {
-  return at::embedding(w[0], tokens);
+std::vector<UnitInfo> Llama::units(const Config& c) {
+  std::vector<UnitInfo> out{{"model.embed_tokens", "", false}};
+  for (std::int64_t i = 0; i < c.num_hidden_layers; ++i)
+    out.push_back({"model.layers." + std::to_string(i), "LlamaDecoderLayer", false});
+  out.push_back({"model.norm", "", false});
+  return out;
 }
 
-at::Tensor Llama::block(const Config& c, const Context& ctx, at::TensorList w, const at::Tensor& x,
-                        const LinearFn* linear) {
-  auto lin = [&](std::size_t k, const at::Tensor& in) { return linear ? (*linear)(k, in) : at::linear(in, w[k]); };
+std::vector<CallInfo> Llama::calls(const Config& c) {
+  const auto blocks = static_cast<std::size_t>(c.num_hidden_layers);
+  std::vector<CallInfo> out{{{0}}};
+  for (std::size_t b = 1; b <= blocks; ++b) out.push_back({{b}});
+  out.push_back(c.tie_word_embeddings ? CallInfo{{blocks + 1, 0}} : CallInfo{{blocks + 1}});
+  return out;
+}
+
+at::Tensor Llama::forward(const Config& c, CallRunner& run, const Batch& batch) {
+  const auto blocks = static_cast<std::size_t>(c.num_hidden_layers);
+  at::Tensor x = run.call(0, {batch.inputs});
+  for (std::size_t b = 1; b <= blocks; ++b) x = run.call(b, {x});
+  return run.call(blocks + 1, {x, batch.targets});
+}
+
+namespace {
+
+// One LlamaDecoderLayer: w = {input_layernorm, q, k, v, o, post_attention_layernorm, gate, up, down}.
+// (B, T, H) -> (B, T, H)
+at::Tensor decoder_layer(const LlamaConfig& c, const Llama::Context& ctx, const CallWeights& w, const at::Tensor& x) {
   const auto b = x.size(0), t = x.size(1);
   const auto heads = c.num_attention_heads, kv_heads = c.num_key_value_heads, d = c.head_dim;
   const at::Tensor cos = ctx.cos.narrow(0, 0, t), sin = ctx.sin.narrow(0, 0, t);
 
   // Attention: (B, T, H) -> q (B, heads, T, D), k/v (B, kv_heads, T, D).
-  const at::Tensor h = rms_norm(x, w[0], c.rms_norm_eps);
-  at::Tensor q = lin(1, h).view({b, t, heads, d}).transpose(1, 2);
-  at::Tensor k = lin(2, h).view({b, t, kv_heads, d}).transpose(1, 2);
-  const at::Tensor v = lin(3, h).view({b, t, kv_heads, d}).transpose(1, 2);
+  const at::Tensor h = rms_norm(x, w[0][0], c.rms_norm_eps);
+  at::Tensor q = w.linear(0, 1, h).view({b, t, heads, d}).transpose(1, 2);
+  at::Tensor k = w.linear(0, 2, h).view({b, t, kv_heads, d}).transpose(1, 2);
+  const at::Tensor v = w.linear(0, 3, h).view({b, t, kv_heads, d}).transpose(1, 2);
   q = apply_rope(q, cos, sin);
   k = apply_rope(k, cos, sin);
   // HF's default "sdpa" attention: causal, scaled by 1/sqrt(D), grouped-query heads shared by enable_gqa
@@ -95,20 +116,26 @@ at::Tensor Llama::block(const Config& c, const Context& ctx, at::TensorList w, c
                                                            /*enable_gqa=*/true)
                               .transpose(1, 2)
                               .reshape({b, t, heads * d});
-  const at::Tensor x1 = x + lin(4, attn);
+  const at::Tensor x1 = x + w.linear(0, 4, attn);
 
   // SwiGLU MLP: down(silu(gate(h)) * up(h)).
-  const at::Tensor h2 = rms_norm(x1, w[5], c.rms_norm_eps);
-  const at::Tensor mlp = lin(8, at::silu(lin(6, h2)) * lin(7, h2));
+  const at::Tensor h2 = rms_norm(x1, w[0][5], c.rms_norm_eps);
+  const at::Tensor mlp = w.linear(0, 8, at::silu(w.linear(0, 6, h2)) * w.linear(0, 7, h2));
   return x1 + mlp;
 }
 
-at::Tensor Llama::loss(const Config& c, at::TensorList head, at::TensorList embed, const at::Tensor& x,
-                       const at::Tensor& targets) {
-  const at::Tensor h = rms_norm(x, head[0], c.rms_norm_eps);
-  const at::Tensor& lm_head = c.tie_word_embeddings ? embed[0] : head[1];
+}  // namespace
+
+at::Tensor Llama::compute(const Config& c, const Context& ctx, std::size_t call, const CallWeights& w,
+                          std::span<const at::Tensor> in) {
+  const auto blocks = static_cast<std::size_t>(c.num_hidden_layers);
+  if (call == 0) return at::embedding(w[0][0], in[0]);
+  if (call <= blocks) return decoder_layer(c, ctx, w, in[0]);
+  // Head: head unit = {norm[, lm_head]}, then the embedding unit (lm_head when tied).
+  const at::Tensor h = rms_norm(in[0], w[0][0], c.rms_norm_eps);
+  const at::Tensor& lm_head = c.tie_word_embeddings ? w[1][0] : w[0][1];
   const at::Tensor logits = at::linear(h, lm_head);  // (B, T, V)
-  return at::cross_entropy_loss(logits.to(at::kFloat).view({-1, c.vocab_size}), targets.reshape({-1}));
+  return at::cross_entropy_loss(logits.to(at::kFloat).view({-1, c.vocab_size}), in[1].reshape({-1}));
 }
 
 }  // namespace tessera::models

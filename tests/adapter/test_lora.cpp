@@ -41,9 +41,9 @@ TEST_CASE("Lora: only the adapters train; r*(in+out) parameters per adapted line
   Trainer<LoraFp32> t(cfg, quiet());
   const auto& c = t.model_config();
   // Default targets q_proj and v_proj in every block.
-  REQUIRE(t.lora_sites_used().size() == static_cast<std::size_t>(2 * c.num_hidden_layers));
+  REQUIRE(t.adapters().sites().size() == static_cast<std::size_t>(2 * c.num_hidden_layers));
   std::int64_t expected = 0;
-  for (const auto& s : t.lora_sites_used()) expected += 16 * (s.in + s.out);
+  for (const auto& s : t.adapters().sites()) expected += 16 * (s.in + s.out);
   CHECK(t.params().numel() == expected);
   for (const auto& spec : t.params().specs()) {
     const bool a = spec.name.ends_with(".lora_A.weight"), b = spec.name.ends_with(".lora_B.weight");
@@ -52,7 +52,7 @@ TEST_CASE("Lora: only the adapters train; r*(in+out) parameters per adapted line
   }
   const std::vector<at::Tensor> base_before = [&] {
     std::vector<at::Tensor> v;
-    for (std::size_t u = 0; u < 3; ++u)
+    for (std::size_t u = 0; u < t.params().num_units(); ++u)  // every unit: embedding, blocks, head
       for (const auto& p : t.frozen_base()->unit(u)) v.push_back(p.clone());
     return v;
   }();
@@ -64,8 +64,10 @@ TEST_CASE("Lora: only the adapters train; r*(in+out) parameters per adapted line
   for (std::size_t u = 1; u <= static_cast<std::size_t>(c.num_hidden_layers); ++u)
     CHECK(rel_norm_diff(after[u], before[u]) > 1e-3);
   std::size_t k = 0;
-  for (std::size_t u = 0; u < 3; ++u)
+  for (std::size_t u = 0; u < t.params().num_units(); ++u)
     for (const auto& p : t.frozen_base()->unit(u)) CHECK(at::equal(p, base_before[k++]));  // frozen
+  CHECK(k == base_before.size());
+  CHECK(k == t.frozen_base()->specs().size());
 }
 
 TEST_CASE("Lora starts from the base model: B = 0 gives the full model's first loss", "[adapter][lora]") {
@@ -139,9 +141,9 @@ TEST_CASE("Lora saves a PEFT directory and resumes from it with adapter=DIR", "[
   RunConfig resume = small_run();
   resume.adapter = dir.string();
   Trainer<LoraFp32> t(resume, quiet());
-  CHECK(t.lora().r == 8);
-  CHECK(t.lora().alpha == 24.0);
-  CHECK(t.lora().scaling() == 3.0);
+  CHECK(t.adapters().settings().r == 8);
+  CHECK(t.adapters().settings().alpha == 24.0);
+  CHECK(t.adapters().settings().scaling() == 3.0);
   // ... and the run config may not contradict it.
   RunConfig contradicts = resume;
   contradicts.lora_r = 4;
@@ -204,7 +206,8 @@ TEST_CASE("Lora refuses bad adapter directories and targets with the fix", "[ada
   CHECK_THROWS_WITH(Trainer<LoraFp32>(cfg, quiet()), Catch::Contains("not valid JSON"));
   RunConfig targets = small_run();
   targets.lora_targets = "q_proj,qkv";
-  CHECK_THROWS_WITH(Trainer<LoraFp32>(targets, quiet()), Catch::Contains("'qkv'") && Catch::Contains("q_proj, k_proj"));
+  CHECK_THROWS_WITH(Trainer<LoraFp32>(targets, quiet()),
+                    Catch::Contains("'qkv'") && Catch::Contains("q_proj") && Catch::Contains("k_proj"));
   RunConfig missing = small_run();
   missing.adapter = (dir / "nope").string();
   CHECK_THROWS_WITH(validate(missing), Catch::Contains("adapter=") && Catch::Contains("adapter_config.json"));

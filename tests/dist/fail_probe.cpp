@@ -9,12 +9,14 @@
 namespace {
 
 struct FailingLlama : tessera::models::Llama {
-  static at::Tensor block(const Config& c, const Context& ctx, at::TensorList w, const at::Tensor& x) {
-    static int calls = 0;
-    // tiny has 4 blocks: the 6th block forward is step 1's second block.
-    if (tessera::job::place().rank == 1 && ++calls == 6)
+  static at::Tensor compute(const Config& c, const Context& ctx, std::size_t call, const tessera::models::CallWeights& w,
+                            std::span<const at::Tensor> inputs) {
+    static int blocks = 0;
+    // tiny has 4 blocks (calls 1..4): the 6th block forward is step 1's second block.
+    const bool block = call >= 1 && call <= static_cast<std::size_t>(c.num_hidden_layers);
+    if (block && tessera::job::place().rank == 1 && ++blocks == 6)
       throw std::runtime_error("fail_probe: rank 1 fails in a block's forward on purpose");
-    return Llama::block(c, ctx, w, x);
+    return Llama::compute(c, ctx, call, w, inputs);
   }
 };
 

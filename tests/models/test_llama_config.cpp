@@ -36,7 +36,32 @@ TEST_CASE("the parameter list agrees with the count and uses Hugging Face names"
   CHECK(specs.front().name == "model.embed_tokens.weight");
   CHECK(specs.back().name == "model.norm.weight");
   CHECK(specs[2].name == "model.layers.0.self_attn.q_proj.weight");
-  CHECK(specs.back().unit == Llama::num_blocks(tied) + 1);
+  CHECK(specs.back().unit == static_cast<std::size_t>(tied.num_hidden_layers) + 1);
+}
+
+TEST_CASE("Llama's unit layout and program: every unit used, blocks typed, the tied head reads the embedding", "[models]") {
+  STATIC_REQUIRE(ModelFamily<Llama>);
+  for (const bool tie : {false, true}) {
+    LlamaConfig c = llama_preset("tiny");
+    c.tie_word_embeddings = tie;
+    const auto units = Llama::units(c);
+    const auto calls = Llama::calls(c);
+    REQUIRE(units.size() == static_cast<std::size_t>(c.num_hidden_layers) + 2);
+    REQUIRE(calls.size() == units.size());
+    CHECK_FALSE(units.front().is_block());
+    CHECK(units[1].block_type == "LlamaDecoderLayer");
+    CHECK(units[1].module == "model.layers.0");
+    CHECK_FALSE(units.back().is_block());
+    std::vector<int> used(units.size(), 0);
+    for (const auto& call : calls)
+      for (std::size_t u : call.units) ++used.at(u);
+    for (std::size_t u = 0; u < units.size(); ++u) CHECK(used[u] == (tie && u == 0 ? 2 : 1));
+    for (const auto& spec : Llama::parameters(c)) {
+      CHECK(spec.unit < units.size());
+      CHECK(spec.name.starts_with(units[spec.unit].module) == (spec.name.find("lm_head") == std::string::npos));
+      CHECK(spec.linear == (spec.name.find("_proj.") != std::string::npos));
+    }
+  }
 }
 
 TEST_CASE("unknown presets and bad config.json files are refused clearly", "[models]") {

@@ -7,14 +7,19 @@
 #include "tessera/tessera.hpp"
 
 using namespace tessera;
-using testing::first_loss;
 using testing::quiet;
 using testing::small_run;
 
-TEST_CASE("fp16-mixed trains close to fp32", "[precision]") {
-  STATIC_REQUIRE(Fp16Mixed::loss_scaling);
-  // fp16 keeps 11 mantissa bits.
-  CHECK(first_loss<Fp16Mixed>() == Approx(first_loss<Fp32>()).epsilon(0.005));
+TEST_CASE("fp16-mixed trains close to fp32, and computes in reduced precision", "[precision]") {
+  // Six steps at lr 1e-3 on one batch: the loss must fall by what fp32's falls (about 2.5), within 0.005 relative,
+  // while the last loss differs from fp32's (the reduced-precision arithmetic ran; Fp32 gives exactly fp32's
+  // loss). Measured: the gap is 5e-4 to 5e-3 and the drops agree within 0.2%. Under Fp32 the gap check fails;
+  // without updates the drop check does.
+  const testing::PrecisionRun r = testing::against_fp32<Fp16Mixed>(6);
+  CHECK(r.fp32_drop > 1.0);
+  CHECK(r.last_gap > 1e-5);
+  CHECK(r.last_gap < 0.01);
+  CHECK(r.drop == Approx(r.fp32_drop).epsilon(0.005));
 }
 
 TEST_CASE("fp16 loss scaling: an overflowing step is skipped and the scale halved", "[precision][loss_scaling]") {

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Trains LoRA adapters that PEFT made and saved, with a tessera LoRA example binary and with PEFT itself on
-Hugging Face transformers' LlamaForCausalLM, then checks tessera's results with PEFT and transformers.
+Hugging Face transformers' LlamaForCausalLM or OPTForCausalLM, then checks tessera's results with PEFT and
+transformers.
 
 Flow (all in a temporary dir):
-  1. The base model dir is written by transformers' save_pretrained (random LlamaForCausalLM from --config, norm
-     scales perturbed; F32 or BF16). The adapter is made by peft.get_peft_model(base, LoraConfig(r, lora_alpha,
+  1. The base model dir is written by transformers' save_pretrained (check_against_transformers.make_model_dir:
+     a random model of --config's family, "model_type" llama by default or opt, norm scales and biases
+     perturbed; F32 or BF16). The adapter is made by peft.get_peft_model(base, LoraConfig(r, lora_alpha,
      target_modules, lora_dropout=0, use_rslora)); lora_B is then drawn N(0, 0.02^2) instead of PEFT's zeros, so
      the adapters change the loss from step 0, and PEFT's save_pretrained writes the adapter dir.
   2. EXE model_dir=MODEL data=TOKENS adapter=ADAPTER lora_dropout=0 batch_size seq_len accumulate_grad_batches
@@ -20,10 +22,10 @@ Flow (all in a temporary dir):
        lora_alpha, target_modules, use_rslora as given; the saved tensors are exactly PEFT's trained adapter
        tensors by name and shape, with PEFT's trained values (max |diff| / max |PEFT|); the adapters moved; and
        the logits of PEFT with tessera's adapters on batch 0 equal those of PEFT's own trained model;
-     * --merge: SAVED is a Hugging Face model dir. LlamaForCausalLM.from_pretrained(SAVED) has the parameters of
-       PEFT's merge_and_unload() of its trained model (every tensor; for the adapted weights also the merged-in
-       delta, merged - W, which is the sensitive part), and its logits and loss on batch 0 equal the adapted
-       PEFT model's.
+     * --merge: SAVED is a Hugging Face model dir. AutoModelForCausalLM.from_pretrained(SAVED) makes the family's
+       class with the parameters of PEFT's merge_and_unload() of its trained model (every tensor; for the adapted
+       weights also the merged-in delta, merged - W, which is the sensitive part), and its logits and loss on
+       batch 0 equal the adapted PEFT model's.
 
 usage: check_lora_against_peft.py EXE --config JSON [--dtype F32|BF16] [--r 8] [--alpha 16]
                                   [--targets q_proj,v_proj] [--rslora] [--merge] [--accumulate A] [--rows R]
@@ -43,13 +45,13 @@ import torch
 import torch.nn.functional as F
 from peft import LoraConfig, PeftConfig, PeftModel, get_peft_model, get_peft_model_state_dict
 from safetensors.torch import load_file
-from transformers import LlamaForCausalLM
+from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tessera_run  # noqa: E402
-from check_against_transformers import hf_loss, make_model_dir, write_tokens  # noqa: E402
+from check_against_transformers import hf_loss, load, make_model_dir, write_tokens  # noqa: E402
 
 
 def rel_diff(mine, theirs):
@@ -59,7 +61,7 @@ def rel_diff(mine, theirs):
 
 def load_base(model_dir):
     # fp32 whatever the dir's dtype: tessera's Fp32 experiment upcasts a bf16 dir the same way.
-    return LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
 
 
 def make_adapter_dir(path, model_dir, a, targets, seed):
@@ -83,7 +85,8 @@ def adapter_tensors(model):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("exe")
-    ap.add_argument("--config", required=True, help="JSON text of LlamaConfig fields")
+    ap.add_argument("--config", required=True,
+                    help='JSON text of config.json fields; "model_type": "llama" (default) or "opt" picks the family')
     ap.add_argument("--dtype", default="F32", choices=["F32", "BF16"], help="dtype save_pretrained writes the base in")
     ap.add_argument("--r", type=int, default=8)
     ap.add_argument("--alpha", type=float, default=16)
@@ -235,9 +238,9 @@ def paired(what, got, want):
 def check_merged(a, targets, model_dir, saved, peft_model, initial, x, y):
     ok = True
     try:
-        mine = LlamaForCausalLM.from_pretrained(saved, dtype=torch.float32).eval()
+        mine = load(json.loads(a.config), saved).eval()
     except Exception as e:  # noqa: BLE001
-        print(f"  LlamaForCausalLM.from_pretrained refuses tessera's merged dir: {e}")
+        print(f"  AutoModelForCausalLM.from_pretrained refuses tessera's merged dir: {e}")
         return False
     ok = compare_logits("tessera's merged dir vs the adapted PEFT model", mine, peft_model, x, y, a.tol)
     base = dict(load_base(model_dir).named_parameters())

@@ -50,10 +50,10 @@ struct config_fields<RunConfig> {
   static constexpr std::string_view title = "run config";
   static constexpr std::array<FieldDoc, 29> docs{{
       {"model",
-       "model preset: tiny, llama-1b, open-llama-3b, open-llama-7b, open-llama-13b, code-llama-7b; "
-       "ignored when model_dir is set"},
+       "model preset of the experiment's model family (--help lists them, e.g. tiny); ignored when model_dir "
+       "is set"},
       {"model_dir",
-       "Hugging Face Llama dir (config.json + model.safetensors or its .index.json); "
+       "Hugging Face model dir of the experiment's family (config.json + model.safetensors or its .index.json); "
        "empty = build the model preset"},
       {"data", "token file: nanoGPT uint16 .bin or llm.c headered .bin; empty = synthetic tokens"},
       {"seq_len", "tokens per training row (context length), >= 2"},
@@ -79,8 +79,8 @@ struct config_fields<RunConfig> {
       {"lora_alpha", "Lora/QLora: adapter scaling numerator, > 0; the adapter path is scaled by lora_alpha / lora_r"},
       {"lora_dropout", "Lora/QLora: dropout probability in [0, 1) on the adapter path's input"},
       {"lora_targets",
-       "Lora/QLora: comma-separated linear modules to adapt: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
-       "down_proj"},
+       "Lora/QLora: comma-separated linear modules to adapt, by name suffix as PEFT's target_modules (Llama: q_proj, "
+       "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; OPT: q_proj, k_proj, v_proj, out_proj, fc1, fc2)"},
       {"adapter", "Lora/QLora: PEFT adapter dir to start from (adapter_config.json + adapter_model.safetensors)"},
       {"merge_adapter",
        "Lora/QLora: true = save_dir gets the base with the adapters merged in (a Hugging Face model dir); "
@@ -107,9 +107,6 @@ inline constexpr std::int64_t lora_r = 1 << 16;                   // wider than 
 inline constexpr double bucket_cap_mb = 1 << 20;                  // 1 TiB: larger than any device's memory
 inline constexpr std::int64_t threads = 1 << 12;                  // make_runtime also caps it at the machine's threads
 }  // namespace limits
-
-// The model preset names that `model` accepts; the one list that validation and tests use.
-std::span<const std::string_view> preset_names();
 
 // Throws ConfigError listing every broken rule, one "key=value: what is allowed" per line.
 void validate(const RunConfig& cfg);

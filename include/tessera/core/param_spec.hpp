@@ -2,8 +2,7 @@
 // defines: ParamSpec, one trainable tensor as a model family declares it.
 // A model lists its parameters in a fixed order, each tagged with the unit it belongs to.
 // Units are what the engine manages as one flat buffer, what checkpointing wraps (blocks) and
-// what sharding gathers and frees together: for a decoder, unit 0 is the embedding,
-// units 1..L the L blocks, and unit L+1 the head.
+// what sharding gathers and frees together; the family's units() describes each (models/family_parts.hpp).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -23,6 +22,8 @@ struct ParamSpec {
   std::vector<std::int64_t> shape;  // e.g. (out_features, in_features) for a linear weight
   std::size_t unit = 0;
   ParamInit init = ParamInit::normal;
+  bool linear = false;  // the (out, in) weight of a linear layer: adapters may adapt it, QLora quantizes it
+
 
   std::int64_t numel() const {
     std::int64_t n = 1;

@@ -1,8 +1,8 @@
 #pragma once
 // defines: FrozenBase, the base model under Lora/QLora: every parameter in the compute dtype on the device,
-// never trained (no gradients, no optimizer state). Under QLora the 2-D parameters of the blocks (the
+// never trained (no gradients, no optimizer state). Under QLora the linear weights (ParamSpec::linear: the
 // attention and MLP projections) are kept as NF4 instead (quant/nf4.hpp) and dequantized on the fly by
-// linear(); embeddings, norms and the LM head stay dense, as bitsandbytes leaves them.
+// linear(); embeddings, norms, biases and the LM head stay dense, as bitsandbytes leaves them.
 #include <ATen/core/Tensor.h>
 
 #include <cstddef>

@@ -33,8 +33,6 @@ JobPlace place();
 UnitComms communicators(int shard_group_size, c10::Device device);
 // Each rank's record to rank 0 (size()*n values there, empty elsewhere). Collective.
 std::vector<std::int64_t> gather_to_root(std::span<const std::int64_t> record);
-// The mean over ranks of one number (every rank gets it). Collective.
-double mean_over_ranks(double value);
 // Prints "[rank r/size] message" on stderr and ends every rank of the job with `code` (MPI_Abort).
 [[noreturn]] void abort(int code, std::string_view message);
 
@@ -51,8 +49,11 @@ class SoloScope {
   SoloScope& operator=(const SoloScope&) = delete;
 };
 
-// Starts MPI for the program's lifetime when tessera has it and no World exists yet (a plain process is then
-// a job of one); does nothing otherwise.
+// Starts MPI for the program's lifetime when tessera has it, no World exists yet and the process was started by
+// an MPI launcher (mpirun/mpiexec, or srun with more than one task: launched_by_mpi()); a plain process is a job
+// of one without MPI. Does nothing otherwise.
+bool launched_by_mpi();
+
 class JobScope {
  public:
   JobScope();

@@ -43,10 +43,9 @@ struct LoraSite {
   std::int64_t in = 0, out = 0;
 };
 
-// Every 2-D base parameter in units [first_unit, last_unit] (the blocks) whose module path ends in a target
-// (PEFT's rule: equal to it or ending in "." + target). ConfigError when a target matches nothing.
-std::vector<LoraSite> lora_sites(std::span<const ParamSpec> base, std::size_t first_unit, std::size_t last_unit,
-                                 std::span<const std::string> targets);
+// Every linear weight of the base (ParamSpec::linear) whose module path ends in a target (PEFT's rule: equal
+// to it or ending in "." + target). ConfigError when a target matches nothing, listing the model's linear names.
+std::vector<LoraSite> lora_sites(std::span<const ParamSpec> base, std::span<const std::string> targets);
 // Per site, in order: lora_A (r, in), kaiming-uniform, and lora_B (out, r), zeros, in the site's unit.
 std::vector<ParamSpec> lora_specs(std::span<const ParamSpec> base, std::span<const LoraSite> sites, std::int64_t r);
 

@@ -1,12 +1,11 @@
 #pragma once
 // defines: Runtime, the process-level setup every experiment shares: device, CPU threads, the counting
-// CPU allocator, and the token stream.
+// CPU allocator.
 #include <c10/core/Device.h>
 
 #include <cstdint>
 
 #include "tessera/config/run_config.hpp"
-#include "tessera/data/token_source.hpp"
 #include "tessera/engine/job.hpp"
 
 namespace tessera {
@@ -22,9 +21,5 @@ struct Runtime {
 // rank k of a node the GPU local_rank mod GPUs), sets the intra-op thread count (threads=0: the node's cores
 // shared among its ranks), and installs the counting CPU allocator before any tensor is made.
 Runtime make_runtime(const RunConfig& cfg, const JobPlace& place = {});
-
-// data= file, or the synthetic stream (num_train_samples rows, 512 when -1, of seq_len tokens, plus one).
-// Refuses a token id >= vocab_size (ConfigError naming the file, the id and the vocab size).
-data::TokenSource open_tokens(const RunConfig& cfg, std::int64_t vocab_size);
 
 }  // namespace tessera

@@ -3,15 +3,19 @@
 // shares: where each unit's parameters, gradients and the optimizer's slice of them live, when they are
 // gathered, freed and reduced. One compiled class for all policies; the policy only picks a ShardPlan.
 //
-// The forward pass is a list of calls (embedding, each block, the head), each on the parameters of one or
-// more units (the head also uses the embedding when the two are tied). Every call goes through one autograd
-// node, so the engine sees the start and end of each call's forward and backward:
+// The forward pass is the model family's list of calls (for a decoder: embedding, each block, the head), each
+// on the parameters of one or more units (the head also uses the embedding when the two are tied) and on a list
+// of input tensors (a decoder block: the hidden states; a cross-attending block: its own states and the encoder's).
+// Every call that has something to differentiate goes through one autograd node, so the engine sees the start
+// and end of each call's forward and backward, and returns a gradient for each input that requires one:
 //   forward   acquire the call's units (stage 3: all-gather in the compute dtype, prefetching the next call's
 //             units; otherwise the stored buffer or its cast to the compute dtype), run the call with a graph
 //             (or without one, saving only its input, when it is checkpointed), release the units (stage 3:
 //             free the gathered storage; the graph keeps views of it and the backward refills them).
 //   backward  acquire again (prefetching the previous call's units), recompute if checkpointed, back-propagate
-//             through the call, add the parameter gradients into the units' full gradient buffers. When a
+//             through the call, write the parameter gradients into the units' full gradient buffers (the first
+//             call of a step copies, later calls and micro-steps add; a bucket is allocated when its first
+//             unit's gradients arrive, not before). When a
 //             unit's last call has run its backward its gradients are complete, and then:
 //               stage 0/1 (NoShard, Ddp, Zero1): on the last micro-step, the unit's bucket is all-reduced
 //                          (averaged) as soon as all its units are complete; gradients are views of buckets;
@@ -23,6 +27,8 @@
 // (CPU offload) hears of each unit as soon as its grad_slice is final, while backward still runs.
 // The store may live on another device than the computation (OffloadParams: CPU shards, gathered to the
 // device); gathered buffers, gradients and the anchor live on plan.device.
+// Frozen units (and units with no parameters) have no gradients, no bucket and no update; a call whose units
+// are all frozen and whose inputs need no gradient runs without a graph and without the node.
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
@@ -31,10 +37,12 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "tessera/dist/any_communicator.hpp"
 #include "tessera/engine/param_store.hpp"
+#include "tessera/models/family_parts.hpp"
 
 namespace tessera {
 
@@ -58,18 +66,25 @@ struct UnitCall {
   bool checkpointed = false;       // recompute in backward instead of keeping the graph
 };
 
-class UnitEngine {
+class UnitEngine final : public models::CallRunner {
  public:
-  // params[k]: the call's k-th unit's parameters (compute dtype, spec shapes). aux: the targets of the head.
-  using CallFn = std::function<at::Tensor(std::size_t call, const at::Tensor& x, const at::Tensor& aux,
+  // params[k]: the call's k-th unit's parameters (compute dtype, spec shapes). inputs: what the program passed.
+  using CallFn = std::function<at::Tensor(std::size_t call, std::span<const at::Tensor> inputs,
                                           const std::vector<std::vector<at::Tensor>>& params)>;
 
-  UnitEngine(ParamStore& store, ShardPlan plan, UnitComms comms, std::vector<UnitCall> calls, CallFn fn);
+  // frozen[u]: unit u is never trained (empty: none is).
+  UnitEngine(ParamStore& store, ShardPlan plan, UnitComms comms, std::vector<UnitCall> calls, CallFn fn,
+             std::vector<bool> frozen = {});
   UnitEngine(const UnitEngine&) = delete;
   UnitEngine& operator=(const UnitEngine&) = delete;
 
-  // Runs call `c` through its autograd node. Calls of one forward come in order 0, 1, ...
-  at::Tensor call(std::size_t c, const at::Tensor& x, const at::Tensor& aux = {});
+  // Runs call `c` (through its autograd node when it has anything to differentiate). Calls of one forward come
+  // in the family's order, each once.
+  at::Tensor call(std::size_t c, std::vector<at::Tensor> inputs) override;
+  // Whether unit u gets gradients and updates (not frozen, not empty).
+  bool trainable(std::size_t u) const { return trainable_[u]; }
+  // The dtype of every gradient buffer the optimizer reads (grad_slice).
+  c10::ScalarType grad_dtype() const { return grad_dtype_; }
 
   // Before each micro-step's forward: marks whether this is the last micro-step of the optimizer step
   // (stages 0/1 and HybridShard reduce only then). Gradients are allocated at the first backward.
@@ -97,9 +112,10 @@ class UnitEngine {
   const UnitComms& comms() const { return comms_; }
   const ShardPlan& plan() const { return plan_; }
 
-  // For the autograd node (unit_engine.cpp): the two halves of a call.
-  at::Tensor forward_call(std::size_t c, const at::Tensor& x, const at::Tensor& aux);
-  at::Tensor backward_call(std::size_t c, const at::Tensor& grad_out);
+  // For the autograd node (unit_engine.cpp): the two halves of a call. backward_call returns one gradient per
+  // input (undefined where the input needs none).
+  at::Tensor forward_call(std::size_t c, at::TensorList inputs);
+  std::vector<at::Tensor> backward_call(std::size_t c, const at::Tensor& grad_out);
 
  private:
   struct Gathered {              // stage 3: a unit's full compute-dtype buffer
@@ -111,7 +127,8 @@ class UnitEngine {
     int refs = 0;
   };
   struct CallState {
-    at::Tensor x, aux, out;
+    std::vector<at::Tensor> inputs;  // detached; the ones that need a gradient are leaves requiring grad
+    at::Tensor out;
     std::vector<std::vector<at::Tensor>> leaves;
     bool active = false;
   };
@@ -128,13 +145,16 @@ class UnitEngine {
     dist::AnyWork work;
   };
 
-  void allocate_grads();
+  void allocate_bucket(Bucket& b);
+  void write_grads(std::size_t unit, std::span<const at::Tensor> grads);
+  std::vector<std::vector<at::Tensor>> call_params(std::size_t c, const std::vector<at::Tensor>& fulls) const;
   at::Tensor acquire(std::size_t unit);
   void release(std::size_t unit);
   void start_gather(std::size_t unit);
   void prefetch_call(std::size_t c);
   void unit_complete(std::size_t unit);
   void drain_scatters(std::size_t keep);
+  void add_to_shard(std::size_t unit, at::Tensor reduced);
   void grad_ready(std::size_t unit) {
     if (grad_ready_) grad_ready_(unit);
   }
@@ -149,13 +169,19 @@ class UnitEngine {
 
   std::vector<Gathered> gathered_;
   std::vector<CallState> states_;
+  std::vector<bool> trainable_;
+  std::vector<bool> call_trains_;  // per call: it reads a trainable unit
+  c10::ScalarType grad_dtype_;
   std::vector<int> uses_;       // calls using each unit
   std::vector<int> uses_left_;  // of those, still to run their backward this micro-step
   bool last_micro_ = true;
   bool has_grads_ = false;
 
-  // Gradients. Stages 0/1: buckets; full_grads_[u] is a view of u's bucket, grad_slices_[u] of that.
-  // Stages 2/3: full_grads_[u] exists during u's backward only; grad_slices_[u] is the persistent shard.
+  // Gradients (trainable units only). Stages 0/1: buckets; full_grads_[u] is a view of u's bucket,
+  // grad_slices_[u] of that; written_[u]: u's view holds this step's gradients (else it is uninitialized).
+  // Stages 2/3: full_grads_[u] exists from u's first backward call of a micro-step until its reduce-scatter;
+  // grad_slices_[u] is the persistent shard, from the first reduce-scatter of the step.
+  std::vector<bool> written_;
   std::vector<Bucket> buckets_;
   std::vector<std::size_t> bucket_of_;
   std::vector<at::Tensor> full_grads_;

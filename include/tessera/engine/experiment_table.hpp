@@ -1,0 +1,95 @@
+#pragma once
+// defines: Trainer<Exp>::describe() (the table a run prints first: the config, then the experiment's model,
+// policies, device and data) and Trainer<Exp>::run() (the whole run and its done line). Included by trainer.hpp.
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/engine/trainer.hpp"
+
+namespace tessera {
+
+template <class Exp>
+std::string Trainer<Exp>::describe() const {
+  std::string s = config_table(cfg_);
+  auto row = [&](std::string_view k, const std::string& v) {
+    s += "  " + std::string(k) + std::string(k.size() < 16 ? 16 - k.size() : 1, ' ') + v + "\n";
+  };
+  s += "experiment\n";
+  const std::int64_t trained = store_.numel();
+  row("model", std::string(Model::name) + " " + (cfg_.model_dir.empty() ? cfg_.model : cfg_.model_dir) + " (" +
+                   std::to_string(trains_adapters ? adapters_.frozen_numel() : trained) + " parameters)");
+  std::string sharding = std::string(Sharding::name) + " (ZeRO stage " + std::to_string(stage) + ")";
+  if constexpr (stage <= 1) sharding += ", " + std::to_string(engine_.num_buckets()) + " gradient bucket(s)";
+  if constexpr (stage >= 1) sharding += ", shard group of " + std::to_string(group_size_) + " rank(s)";
+  row("sharding", sharding);
+  row("precision", std::string(Precision::name));
+  row("checkpointing", std::string(Checkpointing::name));
+  row("optimizer", std::string(Optimizer::name) + " (lr " + std::to_string(lr()) + " after lr_scaling=" +
+                       cfg_.lr_scaling + ", weight_decay " + std::to_string(weight_decay()) + ")");
+  if constexpr (trains_adapters) {
+    const LoraSettings& lora = adapters_.settings();
+    std::string targets;
+    for (const auto& t : lora.targets) targets += (targets.empty() ? "" : ",") + t;
+    char pct[32];
+    std::snprintf(pct, sizeof pct, "%.3f%%",
+                  100.0 * static_cast<double>(trained) / static_cast<double>(trained + adapters_.frozen_numel()));
+    char shape[96];
+    std::snprintf(shape, sizeof shape, " r=%lld alpha=%g (scaling %g) dropout=%g on ", static_cast<long long>(lora.r),
+                  lora.alpha, lora.scaling(), lora.dropout);
+    row("adapter", std::string(Adapter::name) + shape + targets + " (" + std::to_string(adapters_.sites().size()) +
+                       " linears; " + std::to_string(trained) + " trainable parameters, " + pct + ")" +
+                       (lora.source.empty() ? std::string() : ", from " + lora.source));
+  }
+  row("offload", offloads_parameters ? std::string("parameters + optimizer in CPU memory (fp32 master shards)")
+                 : offloads_optimizer ? std::string("optimizer in CPU memory (fp32 master, fused CPU step)")
+                                      : std::string("none"));
+  row("device", runtime_.device.str() + ", " + std::to_string(runtime_.threads) + " CPU threads per rank, " +
+                    std::to_string(runtime_.world_size) + " rank(s) on " + std::to_string(place_.num_nodes) + " node(s)");
+  row("data", std::string(data_.description()));
+  row("steps", std::to_string(total_steps()) + " (" + std::to_string(data_.steps_per_epoch()) + " per epoch, " +
+                   std::to_string(tokens_per_step()) + " tokens per step)");
+  return s;
+}
+
+template <class Exp>
+RunSummary Trainer<Exp>::run() {
+  if (reporter_.prints_config()) reporter_.print(describe());
+  memory::reset_peak(runtime_.device);
+  const auto start = std::chrono::steady_clock::now();
+  RunSummary summary;
+  const std::int64_t steps = total_steps();
+  for (std::int64_t s = 0; s < steps; ++s) {
+    summary.steps.push_back(train_step(s));
+    reporter_.step(summary.steps.back(), steps);
+  }
+  const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::optional<StagedDir> saved = stage_save();
+  const std::int64_t own_peak = memory::allocator_stats(runtime_.device).peak;
+  std::int64_t peak = own_peak;
+  for (std::int64_t p : job::gather_to_root(std::span<const std::int64_t>(&own_peak, 1))) peak = std::max(peak, p);
+  nlohmann::json extra = {{"steps", steps},
+                          {"world_size", runtime_.world_size},
+                          {"tokens_per_s", static_cast<double>(tokens_per_step()) * static_cast<double>(steps) / train_s}};
+  if constexpr (Precision::loss_scaling) {
+    extra["skipped_steps"] = update_.scaler().skipped_steps();
+    extra["scale_growths"] = update_.scaler().growths();
+    extra["loss_scale"] = update_.scaler().scale();
+  }
+  reporter_.done(train_s, peak, extra);
+  // Outputs take their names only now that both are complete: no run leaves one without the other.
+  if (saved) naming_save_dir([&] { saved->commit(); });
+  reporter_.commit();
+  char line[200];
+  std::snprintf(line, sizeof line, "done: %lld steps in %.2f s | %.1f tok/s | peak %s GiB%s",
+                static_cast<long long>(steps), train_s, extra["tokens_per_s"].template get<double>(),
+                memory::gib(peak).c_str(), runtime_.world_size > 1 ? " (highest rank)" : "");
+  reporter_.print(line);
+  summary.train_s = train_s;
+  summary.peak_bytes = peak;
+  return summary;
+}
+
+}  // namespace tessera

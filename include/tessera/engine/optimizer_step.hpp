@@ -1,0 +1,135 @@
+#pragma once
+// defines: OptimizerStep<Optimizer, Precision, Offload>, the update half of a training step: loss-scale
+// bookkeeping (fp16), the optimizer's state (created at the first step, as torch.optim does), and under
+// OffloadOptimizer/OffloadParams the host side (fp32 masters, gradient copies made during backward, the fused
+// CPU step and the copy back). It updates every trainable unit's update_slice with its grad_slice.
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "tessera/engine/cpu_offload.hpp"
+#include "tessera/engine/loss_scaler.hpp"
+#include "tessera/engine/param_store.hpp"
+#include "tessera/engine/unit_engine.hpp"
+#include "tessera/optim/concept.hpp"
+
+namespace tessera {
+
+// 1 when any rank's flag is set, else 0 (every rank gets it). Collective over the engine's world.
+inline bool any_rank(const UnitEngine& engine, bool flag) {
+  dist::AnyCommunicator world = engine.comms().world;  // a handle: copies share the communicator
+  if (world.size() == 1) return flag;
+  const at::Tensor t = at::full({1}, flag ? 1.0 : 0.0, at::TensorOptions().dtype(at::kFloat).device(engine.plan().device));
+  world.all_reduce(t, dist::ReduceOp::max);
+  return t.item<float>() > 0.5f;
+}
+
+template <class Optimizer, class Precision, class Offload>
+class OptimizerStep {
+ public:
+  static constexpr bool offloads = Offload::offloads_optimizer;
+
+  OptimizerStep(UnitEngine& engine, ParamStore& store) : engine_(engine), store_(store) {
+    if constexpr (offloads) {
+      std::vector<at::Tensor> slices;
+      for (std::size_t u : trainable_units()) slices.push_back(engine_.update_slice(u));
+      offload_.emplace(slices, Offload::offloads_parameters, engine_.grad_dtype(), engine_.plan().device);
+      engine_.on_grad_ready([this](std::size_t u) { offload_->grad_ready(slot_[u], engine_.grad_slice(u)); });
+    }
+  }
+  OptimizerStep(const OptimizerStep&) = delete;
+  OptimizerStep& operator=(const OptimizerStep&) = delete;
+
+  // The loss multiplier for backward: the loss scale under fp16, else 1.
+  double loss_scale() const { return Precision::loss_scaling ? scaler_.scale() : 1.0; }
+  const LossScaler& scaler() const { return scaler_; }
+  const CpuOffload* offload() const { return offload_ ? &*offload_ : nullptr; }
+  std::int64_t state_bytes() const {
+    std::int64_t n = 0;
+    for (const auto& s : state_) n += Optimizer::state_bytes(s);
+    return n;
+  }
+
+  // One update on the gradients the engine holds. Returns false when loss scaling found inf/nan gradients (on
+  // any rank) and skipped it. Collective when loss scaling or sharding are.
+  bool apply(const StepHyper& hyper) {
+    at::NoGradGuard no_grad;
+    if constexpr (offloads) offload_->wait_grads();
+    const std::vector<std::size_t>& units = trainable_units();
+    if constexpr (Precision::loss_scaling) {
+      const double inv_scale = 1.0 / scaler_.scale();
+      bool local_finite = true;
+      for (std::size_t u : units) {
+        const at::Tensor g = step_grad(u);
+        g.mul_(inv_scale);
+        local_finite = local_finite && at::isfinite(g).all().template item<bool>();
+      }
+      if (!scaler_.update(!any_rank(engine_, !local_finite))) return false;
+    }
+    if (state_.empty())  // state appears at the first step, as in torch.optim
+      for (std::size_t u : units) state_.push_back(init_state(u));
+    for (std::size_t i = 0; i < units.size(); ++i) {
+      const std::size_t u = units[i];
+      at::Tensor slice = engine_.update_slice(u);
+      if constexpr (offloads) {
+        bool filled = false;
+        if constexpr (CpuFusedOptimizer<Optimizer>)
+          filled = Optimizer::cpu_step(state_[i], offload_->master(i), offload_->grad(i), hyper, offload_->staging(i));
+        else
+          Optimizer::step(state_[i], offload_->master(i), offload_->grad(i), hyper);
+        offload_->push(i, slice, filled);
+      } else {
+        Optimizer::step(state_[i], slice, engine_.grad_slice(u), hyper);
+      }
+    }
+    if constexpr (offloads) offload_->finish_push();
+    engine_.sync_params();
+    return true;
+  }
+
+ private:
+  const std::vector<std::size_t>& trainable_units() {
+    if (units_.empty()) {
+      slot_.assign(store_.num_units(), 0);
+      for (std::size_t u = 0; u < store_.num_units(); ++u)
+        if (engine_.trainable(u)) {
+          slot_[u] = units_.size();
+          units_.push_back(u);
+        }
+    }
+    return units_;
+  }
+
+  // Optimizer state for unit u's update slice: on the CPU master under offload (always fp32 there).
+  typename Optimizer::State init_state(std::size_t u) {
+    const at::Tensor slice = offloads ? offload_->master(slot_[u]) : engine_.update_slice(u);
+    const c10::ScalarType dtype = offloads ? c10::ScalarType::Float : Precision::optim_state_dtype;
+    if constexpr (SegmentAwareOptimizer<Optimizer>) {
+      const std::vector<ParamSegment> segments = store_.shard_segments(u);
+      return Optimizer::init(slice, dtype, std::span<const ParamSegment>(segments));
+    } else {
+      return Optimizer::init(slice, dtype);
+    }
+  }
+
+  // The gradient the update reads: the host copy under offload, else the device slice.
+  at::Tensor step_grad(std::size_t u) {
+    if constexpr (offloads) return offload_->grad(slot_[u]);
+    else return engine_.grad_slice(u);
+  }
+
+  UnitEngine& engine_;
+  ParamStore& store_;
+  std::vector<std::size_t> units_;  // the trainable units, in order
+  std::vector<std::size_t> slot_;   // per unit: its index in units_ (the offload's and the state's numbering)
+  std::optional<CpuOffload> offload_;
+  std::vector<typename Optimizer::State> state_;
+  LossScaler scaler_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,65 @@
+#pragma once
+// defines: the vocabulary a model family and the engine share (models/model_family.hpp says who provides what):
+//   UnitInfo     one unit: the flat buffer the engine gathers, frees, reduces and updates as one tensor
+//   CallInfo     one call of the forward program: which units it reads
+//   CallWeights  the parameters a call sees (per unit, in spec order) and how its linear layers are computed
+//   CallRunner   what a family's forward() runs its calls through (the engine; a plain runner in tests)
+//   TokenBatch   the batch of the causal language models
+#include <ATen/ATen.h>
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tessera::models {
+
+struct UnitInfo {
+  std::string module;      // Hugging Face module path, e.g. "model.decoder.layers.3"
+  std::string block_type;  // the repeated block's class, e.g. "OPTDecoderLayer"; empty for a unit that is not one
+  bool frozen = false;     // never trained: no gradient, no optimizer state, no gradient bucket
+  bool is_block() const { return !block_type.empty(); }
+};
+
+struct CallInfo {
+  std::vector<std::size_t> units;  // the units whose parameters the call reads, its own unit first
+};
+
+// A linear layer of a call, as an adapter sees it: the k-th unit of the call, that unit's j-th parameter
+// (an (out, in) weight), the input and the bias (undefined when the layer has none). Returns x W^T + b plus
+// whatever the adapter adds (LoRA's path; a dequantized NF4 base).
+using LinearFn =
+    std::function<at::Tensor(std::size_t k, std::size_t j, const at::Tensor& x, const at::Tensor& bias)>;
+
+struct CallWeights {
+  // units[k][j]: the call's k-th unit's j-th parameter (spec shape, compute dtype). A parameter an adapter
+  // quantized is an undefined tensor: reach it through linear() only.
+  std::vector<std::vector<at::Tensor>> units;
+  const LinearFn* adapter = nullptr;
+
+  const std::vector<at::Tensor>& operator[](std::size_t k) const { return units[k]; }
+  // x W^T + b for the k-th unit's weight j and (when bias >= 0) its parameter `bias` as the bias. Every linear
+  // layer whose weight a family marks ParamSpec::linear must be computed through here, so adapters see it.
+  at::Tensor linear(std::size_t k, std::size_t j, const at::Tensor& x, std::ptrdiff_t bias = -1) const {
+    const at::Tensor b = bias >= 0 ? units[k][static_cast<std::size_t>(bias)] : at::Tensor();
+    if (adapter) return (*adapter)(k, j, x, b);
+    return at::linear(x, units[k][j], b);
+  }
+};
+
+// Runs call `call` of the program on `inputs` and returns its output. The runner gets the call's parameters,
+// and back-propagates into every input that requires grad. Inputs that are not floating point (token ids,
+// labels) pass through as they are.
+class CallRunner {
+ public:
+  virtual ~CallRunner() = default;
+  virtual at::Tensor call(std::size_t call, std::vector<at::Tensor> inputs) = 0;
+};
+
+// Causal language modelling: inputs and next-token targets, (B, T) int64 each, on the compute device.
+struct TokenBatch {
+  at::Tensor inputs;
+  at::Tensor targets;
+};
+
+}  // namespace tessera::models

@@ -1,0 +1,227 @@
+#include "tessera/models/opt_config.hpp"
+
+#include <array>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "tessera/core/error.hpp"
+#include "tessera/io/json_file.hpp"
+
+namespace tessera::models {
+namespace {
+
+// Published shapes: facebook/opt-{125m,350m,1.3b,2.7b,6.7b} on the Hugging Face hub (vocab 50272, 2048
+// positions). tiny: a 4-block pre-LN model of about 4.5M parameters for CPU runs and tests, as wide as Llama's
+// tiny, with room for the default seq_len=256.
+OptConfig make(std::int64_t vocab, std::int64_t hidden, std::int64_t ffn, std::int64_t layers, std::int64_t heads,
+               std::int64_t max_pos, std::int64_t word_dim, bool pre_ln) {
+  OptConfig c;
+  c.vocab_size = vocab;
+  c.hidden_size = hidden;
+  c.ffn_dim = ffn;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = heads;
+  c.max_position_embeddings = max_pos;
+  c.word_embed_proj_dim = word_dim;
+  c.do_layer_norm_before = pre_ln;
+  return c;
+}
+
+const std::array<std::pair<std::string_view, OptConfig>, 6>& presets() {
+  static const std::array<std::pair<std::string_view, OptConfig>, 6> table{{
+      {"tiny", make(4096, 256, 1024, 4, 8, 1024, 256, true)},
+      {"opt-125m", make(50272, 768, 3072, 12, 12, 2048, 768, true)},
+      {"opt-350m", make(50272, 1024, 4096, 24, 16, 2048, 512, false)},
+      {"opt-1.3b", make(50272, 2048, 8192, 24, 32, 2048, 2048, true)},
+      {"opt-2.7b", make(50272, 2560, 10240, 32, 32, 2048, 2560, true)},
+      {"opt-6.7b", make(50272, 4096, 16384, 32, 32, 2048, 4096, true)},
+  }};
+  return table;
+}
+
+const std::array<std::string_view, 6>& names_table() {
+  static const std::array<std::string_view, 6> names = [] {
+    std::array<std::string_view, 6> n{};
+    for (std::size_t i = 0; i < n.size(); ++i) n[i] = presets()[i].first;
+    return n;
+  }();
+  return names;
+}
+
+}  // namespace
+
+std::int64_t OptConfig::parameter_count() const {
+  const std::int64_t h = hidden_size, word = word_embed_proj_dim;
+  const std::int64_t attention = 4 * (h * h + h);                  // q, k, v, out_proj with biases
+  const std::int64_t mlp = h * ffn_dim + ffn_dim + ffn_dim * h + h;  // fc1, fc2 with biases
+  const std::int64_t norms = 2 * 2 * h;                            // two LayerNorms, weight and bias
+  const std::int64_t embed = vocab_size * word;
+  const std::int64_t positions = (max_position_embeddings + 2) * h;
+  const std::int64_t projections = has_projections() ? 2 * h * word : 0;
+  const std::int64_t final_norm = has_final_layer_norm() ? 2 * h : 0;
+  return embed + positions + projections + num_hidden_layers * (attention + mlp + norms) + final_norm +
+         (tie_word_embeddings ? 0 : embed);
+}
+
+void OptConfig::validate(std::string_view origin) const {
+  auto fail = [&](const std::string& what) { throw ConfigError(std::string(origin) + ": " + what); };
+  auto positive = [&](std::string_view key, std::int64_t v) {
+    if (v <= 0) fail(std::string(key) + "=" + std::to_string(v) + " must be positive");
+  };
+  positive("vocab_size", vocab_size);
+  positive("hidden_size", hidden_size);
+  positive("ffn_dim", ffn_dim);
+  positive("num_hidden_layers", num_hidden_layers);
+  positive("num_attention_heads", num_attention_heads);
+  positive("max_position_embeddings", max_position_embeddings);
+  positive("word_embed_proj_dim", word_embed_proj_dim);
+  // Wider than any published OPT by far (opt-175b: 12288 wide, 96 layers), and small enough that every
+  // parameter count fits in 64 bits.
+  auto at_most = [&](std::string_view key, std::int64_t v, std::int64_t limit) {
+    if (v > limit)
+      fail(std::string(key) + "=" + std::to_string(v) + " exceeds " + std::to_string(limit) +
+           ", far beyond any published OPT; the file is corrupt or describes another model");
+  };
+  at_most("hidden_size", hidden_size, 1 << 20);
+  at_most("word_embed_proj_dim", word_embed_proj_dim, 1 << 20);
+  at_most("ffn_dim", ffn_dim, 1 << 22);
+  at_most("num_hidden_layers", num_hidden_layers, 4096);
+  at_most("num_attention_heads", num_attention_heads, 1 << 16);
+  at_most("max_position_embeddings", max_position_embeddings, 1 << 20);
+  if (hidden_size % num_attention_heads != 0)
+    fail("hidden_size=" + std::to_string(hidden_size) + " is not a multiple of num_attention_heads=" +
+         std::to_string(num_attention_heads) + "; every head needs hidden_size / num_attention_heads channels");
+  if (vocab_size > 65536)
+    fail("vocab_size=" + std::to_string(vocab_size) + " exceeds 65536, the range of the uint16 token files tessera reads");
+  if (pad_token_id < -1 || pad_token_id >= vocab_size)
+    fail("pad_token_id=" + std::to_string(pad_token_id) + " is not a token id below vocab_size=" +
+         std::to_string(vocab_size) + "; use a token id, or null for no padding token");
+  if (!(initializer_range >= 0))
+    fail("init_std=" + std::to_string(initializer_range) + " must be a non-negative standard deviation");
+}
+
+std::span<const std::string_view> opt_preset_names() { return names_table(); }
+
+OptConfig opt_preset(std::string_view name) {
+  for (const auto& [key, config] : presets())
+    if (key == name) return config;
+  std::string valid;
+  for (auto n : names_table()) valid += (valid.empty() ? "" : ", ") + std::string(n);
+  throw ConfigError("model=" + std::string(name) + ": no such preset; choose one of " + valid +
+                    ", or set model_dir= to a Hugging Face OPT directory");
+}
+
+OptConfig read_opt_config(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  const nlohmann::json j = io::read_json_file(path, "a Hugging Face OPT directory needs its config.json");
+  if (!j.is_object()) throw FormatError(where + ": top level must be a JSON object, got " + io::json_type_phrase(j));
+  // Every message names the file, the key, what it holds and what it must hold.
+  auto wrong = [&](std::string_view key, std::string_view wanted, const nlohmann::json& v) -> FormatError {
+    return FormatError(where + ": \"" + std::string(key) + "\" must be " + std::string(wanted) + ", got " +
+                       io::json_type_phrase(v) + (v.is_null() ? "" : " " + io::json_excerpt(v, 80)));
+  };
+  auto present = [&](const char* key) { return j.contains(key) && !j.at(key).is_null(); };
+  auto integer = [&](const char* key) {
+    if (!j.contains(key)) throw FormatError(where + ": missing key \"" + std::string(key) + "\"");
+    const auto& v = j.at(key);
+    if (!v.is_number_integer()) throw wrong(key, "an integer", v);
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+      throw wrong(key, "an integer below 2^63", v);
+    return v.get<std::int64_t>();
+  };
+  auto number_or = [&](const char* key, double fallback) {
+    if (!present(key)) return fallback;
+    if (!j.at(key).is_number()) throw wrong(key, "a number", j.at(key));
+    return j.at(key).get<double>();
+  };
+  // A boolean or string key may be absent, but not null: Hugging Face writes no null there.
+  auto boolean_or = [&](const char* key, bool fallback) {
+    if (!j.contains(key)) return fallback;
+    if (!j.at(key).is_boolean()) throw wrong(key, "a boolean (true or false)", j.at(key));
+    return j.at(key).get<bool>();
+  };
+  auto string_or = [&](const char* key, std::string fallback) {
+    if (!j.contains(key)) return fallback;
+    if (!j.at(key).is_string()) throw wrong(key, "a string", j.at(key));
+    return j.at(key).get<std::string>();
+  };
+  const std::string model_type = string_or("model_type", "");
+  if (model_type != "opt")
+    throw FormatError(where + ": model_type is \"" + model_type + "\"; tessera's OPT family reads model_type \"opt\"");
+  if (const std::string act = string_or("activation_function", "relu"); act != "relu")
+    throw FormatError(where + ": \"activation_function\" " + io::json_excerpt(act, 80) +
+                      " is not supported; tessera's OPT computes \"relu\", as every published OPT checkpoint");
+  if (!boolean_or("enable_bias", true))
+    throw FormatError(where + ": \"enable_bias\": false is not supported; tessera's OPT has the biases of every "
+                              "published OPT checkpoint (enable_bias true)");
+  if (!boolean_or("layer_norm_elementwise_affine", true))
+    throw FormatError(where + ": \"layer_norm_elementwise_affine\": false is not supported; tessera's OPT has "
+                              "LayerNorm weights and biases, as every published OPT checkpoint");
+
+  OptConfig c;
+  c.vocab_size = integer("vocab_size");
+  c.hidden_size = integer("hidden_size");
+  c.ffn_dim = integer("ffn_dim");
+  c.num_hidden_layers = integer("num_hidden_layers");
+  c.num_attention_heads = integer("num_attention_heads");
+  c.max_position_embeddings = present("max_position_embeddings") ? integer("max_position_embeddings") : 2048;
+  // OPTConfig: word_embed_proj_dim None means hidden_size.
+  c.word_embed_proj_dim = present("word_embed_proj_dim") ? integer("word_embed_proj_dim") : c.hidden_size;
+  c.do_layer_norm_before = boolean_or("do_layer_norm_before", true);
+  c.remove_final_layer_norm = boolean_or("_remove_final_layer_norm", false);
+  // OPTConfig's default is 1; null means no padding token.
+  c.pad_token_id = !j.contains("pad_token_id") ? 1 : present("pad_token_id") ? integer("pad_token_id") : -1;
+  c.initializer_range = number_or("init_std", 0.02);
+  c.tie_word_embeddings = boolean_or("tie_word_embeddings", true);
+  try {
+    c.validate(where);
+  } catch (const ConfigError& e) {
+    throw FormatError(e.what());  // the file is at fault, not a setting
+  }
+  return c;
+}
+
+std::string opt_config_json(const OptConfig& c, std::string_view torch_dtype, int indent) {
+  const nlohmann::json j = {
+      {"architectures", {"OPTForCausalLM"}},
+      {"model_type", "opt"},
+      {"vocab_size", c.vocab_size},
+      {"hidden_size", c.hidden_size},
+      {"ffn_dim", c.ffn_dim},
+      {"num_hidden_layers", c.num_hidden_layers},
+      {"num_attention_heads", c.num_attention_heads},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"word_embed_proj_dim", c.word_embed_proj_dim},
+      {"do_layer_norm_before", c.do_layer_norm_before},
+      {"_remove_final_layer_norm", c.remove_final_layer_norm},
+      {"activation_function", "relu"},
+      {"enable_bias", true},
+      {"layer_norm_elementwise_affine", true},
+      {"init_std", c.initializer_range},
+      {"tie_word_embeddings", c.tie_word_embeddings},
+      // What tessera computed with (see opt_config.hpp); the published checkpoints say dropout 0.1.
+      {"dropout", 0.0},
+      {"attention_dropout", 0.0},
+      {"layerdrop", 0.0},
+      {"pad_token_id", c.pad_token_id >= 0 ? nlohmann::json(c.pad_token_id) : nlohmann::json(nullptr)},
+      {"bos_token_id", 2},
+      {"eos_token_id", 2},
+      // transformers 4 reads torch_dtype, transformers 5 dtype.
+      {"torch_dtype", std::string(torch_dtype)},
+      {"dtype", std::string(torch_dtype)},
+  };
+  return j.dump(indent);
+}
+
+void write_opt_config(const std::filesystem::path& path, const OptConfig& c, std::string_view torch_dtype) {
+  std::ofstream out(path);
+  out << opt_config_json(c, torch_dtype, 2) << "\n";
+  out.close();  // a full disk shows only when the buffer is written
+  if (!out) throw Error(path.string() + ": could not write config.json: " + std::strerror(errno));
+}
+
+}  // namespace tessera::models

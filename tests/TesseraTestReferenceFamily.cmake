@@ -1,0 +1,42 @@
+# The model families against Hugging Face transformers, one forward and backward on the same weights and tokens
+# (check_family_forward.py): family_dump (models/family_dump.cpp) runs a family's program on plain tensors and
+# saves its weights as a Hugging Face directory; AutoModelForCausalLM.from_pretrained loads it and must give the
+# loss within 1e-5 relative and every parameter's gradient within 1e-5 of that tensor's max |gradient|. Label
+# reference. tests/CMakeLists.txt includes it only when TESSERA_PYTHON imports torch, and sets the Llama config _gqa.
+execute_process(COMMAND ${TESSERA_PYTHON} -c "import transformers, safetensors" RESULT_VARIABLE _no_transformers
+                OUTPUT_QUIET ERROR_QUIET)
+if(_no_transformers)
+  message(STATUS "tessera: ${TESSERA_PYTHON} cannot import transformers; the model family cross-checks are not "
+                 "registered")
+  return()
+endif()
+
+add_executable(family_dump models/family_dump.cpp)
+target_link_libraries(family_dump PRIVATE tessera::tessera)
+target_include_directories(family_dump PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
+tessera_use_pch(family_dump)
+
+# OPT's head layouts: pre-LN tied (final_layer_norm, lm_head = embed_tokens); post-LN with project_in/project_out
+# around a narrower embedding (opt-350m's shape); pre-LN untied with projections (final_layer_norm, project_out and
+# lm_head); post-LN tied without projections (no head unit: the head reads embed_tokens alone).
+set(_opt "\"vocab_size\":512,\"hidden_size\":64,\"ffn_dim\":172,\"num_hidden_layers\":3,\"num_attention_heads\":4,\"max_position_embeddings\":32")
+set(_opt_preln "{${_opt}}")
+set(_opt_postln_proj "{${_opt},\"word_embed_proj_dim\":32,\"do_layer_norm_before\":false}")
+set(_opt_untied "{${_opt},\"word_embed_proj_dim\":48,\"tie_word_embeddings\":false}")
+set(_opt_postln "{${_opt},\"do_layer_norm_before\":false}")
+
+set(_check_family ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_family_forward.py"
+    $<TARGET_FILE:family_dump>)
+add_test(NAME reference.family_forward_llama COMMAND ${_check_family} --family llama --config ${_gqa})
+add_test(NAME reference.family_forward_opt_preln COMMAND ${_check_family} --family opt --config ${_opt_preln})
+add_test(NAME reference.family_forward_opt_postln_proj
+  COMMAND ${_check_family} --family opt --config ${_opt_postln_proj})
+add_test(NAME reference.family_forward_opt_untied COMMAND ${_check_family} --family opt --config ${_opt_untied})
+add_test(NAME reference.family_forward_opt_postln COMMAND ${_check_family} --family opt --config ${_opt_postln})
+# Negative control: tessera computes with one bias 1% larger than the one it saved; the check must see it. The script
+# exits 0 only when family_dump ran and the comparison failed, so no WILL_FAIL here.
+add_test(NAME reference.family_forward_negative_control
+  COMMAND ${_check_family} --family opt --config ${_opt_preln} --perturb --expect-mismatch)
+set_tests_properties(reference.family_forward_llama reference.family_forward_opt_preln
+  reference.family_forward_opt_postln_proj reference.family_forward_opt_untied reference.family_forward_opt_postln
+  reference.family_forward_negative_control PROPERTIES LABELS reference TIMEOUT 300)
