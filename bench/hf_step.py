@@ -10,9 +10,11 @@ transformers' own initialisation) with save_pretrained, and D/tokens.bin, N rand
 format), so that tessera (model_dir=D data=D/tokens.bin) and every peer train the same weights on the same rows;
 prints {"dir": D, "tokens": N} as its last line (the bench reads every Python side's last JSON line).
 bench: trains from D, reading the rows in tessera's order; prints one JSON line
-{"step_ms": [...], "loss": [...], "threads": n}: the wall time of each step after the warm-up steps (the first
-step also creates AdamW's state, as tessera's does), the loss of every step (warm-up included; read after the clock
-stops) and torch.get_num_threads().
+{"step_ms": [...], "loss": [...], "threads": n, "peak_bytes": b}: the wall time of each step after the warm-up steps
+(the first step also creates AdamW's state, as tessera's does), the loss of every step (warm-up included; read after
+the clock stops), torch.get_num_threads(), and the tensor peak of one more step: the highest sum of the bytes of
+live CPU tensors (parameters, gradients, AdamW state, activations, temporaries) in torch.profiler's memory timeline
+of that step, which counts what tessera's CPU allocator counts (tensor bytes, not the C allocator's cached pages).
 """
 import argparse
 import json
@@ -79,7 +81,27 @@ def bench(a):
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
     print(json.dumps({"step_ms": [t * 1e3 for t in times[a.warmup:]], "loss": losses,
-                      "threads": torch.get_num_threads()}))
+                      "threads": torch.get_num_threads(),
+                      "peak_bytes": step_peak_bytes(model, opt, tokens, a.warmup + a.steps, a)}))
+
+
+def step_peak_bytes(model, opt, tokens, s, a):
+    """The highest total of live CPU tensor bytes during one training step, from the profiler's memory timeline."""
+    import tempfile
+    import warnings
+    from torch.profiler import ProfilerActivity, profile
+    x, y = batch(tokens, s, a.rows, a.seq_len)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
+        loss = loss_of(model, x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # export_memory_timeline's deprecation notice (it still serves CPU tensors)
+        path = os.path.join(d, "timeline.json")
+        prof.export_memory_timeline(path, device="cpu")
+        _, sizes = json.load(open(path))
+    return int(max(sum(per_category) for per_category in sizes))
 
 
 def parse(argv=None):

@@ -1,6 +1,6 @@
 #pragma once
-// defines: everything a research program needs: the experiment type, every built-in policy, the Llama
-// family, the engine and tessera::main.
+// defines: everything a research program needs: the experiment type, every built-in policy, the Llama and OPT
+// families, the engine and tessera::main.
 #include "tessera/adapter/lora.hpp"
 #include "tessera/adapter/no_adapter.hpp"
 #include "tessera/adapter/qlora.hpp"

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "tessera/core/error.hpp"
+#include "tessera/io/hf_config_json.hpp"
 #include "tessera/io/json_file.hpp"
 
 namespace tessera::models {
@@ -104,52 +105,20 @@ void LlamaConfig::validate(std::string_view origin) const {
 
 std::span<const std::string_view> llama_preset_names() { return names_table(); }
 
-LlamaConfig llama_preset(std::string_view name) {
-  for (const auto& [key, config] : presets())
-    if (key == name) return config;
-  std::string valid;
-  for (auto n : names_table()) valid += (valid.empty() ? "" : ", ") + std::string(n);
-  throw ConfigError("model=" + std::string(name) + ": no such preset; choose one of " + valid +
-                    ", or set model_dir= to a Hugging Face Llama directory");
-}
+LlamaConfig llama_preset(std::string_view name) { return io::find_preset(presets(), name, "Llama"); }
 
 LlamaConfig read_llama_config(const std::filesystem::path& path) {
-  const std::string where = path.string();
-  const nlohmann::json j = io::read_json_file(path, "a Hugging Face Llama directory needs its config.json");
-  if (!j.is_object()) throw FormatError(where + ": top level must be a JSON object, got " + io::json_type_phrase(j));
-  // Every message names the file, the key, what it holds and what it must hold.
-  auto wrong = [&](std::string_view key, std::string_view wanted, const nlohmann::json& v) -> FormatError {
-    return FormatError(where + ": \"" + std::string(key) + "\" must be " + std::string(wanted) + ", got " +
-                       io::json_type_phrase(v) + (v.is_null() ? "" : " " + io::json_excerpt(v, 80)));
+  const io::HfConfigJson file(path, "llama", "Llama");
+  const std::string& where = file.where();
+  const nlohmann::json& j = file.json();
+  auto present = [&](const char* key) { return file.present(key); };
+  auto integer = [&](const char* key) { return file.integer(key); };
+  auto number_or = [&](const char* key, double fallback) { return file.number_or(key, fallback); };
+  auto boolean_or = [&](const char* key, bool fallback) { return file.boolean_or(key, fallback); };
+  auto string_or = [&](const char* key, std::string fallback) { return file.string_or(key, std::move(fallback)); };
+  auto wrong = [&](std::string_view key, std::string_view wanted, const nlohmann::json& v) {
+    return file.wrong(key, wanted, v);
   };
-  auto present = [&](const char* key) { return j.contains(key) && !j.at(key).is_null(); };
-  auto integer = [&](const char* key) {
-    if (!j.contains(key)) throw FormatError(where + ": missing key \"" + std::string(key) + "\"");
-    const auto& v = j.at(key);
-    if (!v.is_number_integer()) throw wrong(key, "an integer", v);
-    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-      throw wrong(key, "an integer below 2^63", v);
-    return v.get<std::int64_t>();
-  };
-  auto number_or = [&](const char* key, double fallback) {
-    if (!present(key)) return fallback;
-    if (!j.at(key).is_number()) throw wrong(key, "a number", j.at(key));
-    return j.at(key).get<double>();
-  };
-  // A boolean or string key may be absent, but not null: Hugging Face writes no null there.
-  auto boolean_or = [&](const char* key, bool fallback) {
-    if (!j.contains(key)) return fallback;
-    if (!j.at(key).is_boolean()) throw wrong(key, "a boolean (true or false)", j.at(key));
-    return j.at(key).get<bool>();
-  };
-  auto string_or = [&](const char* key, std::string fallback) {
-    if (!j.contains(key)) return fallback;
-    if (!j.at(key).is_string()) throw wrong(key, "a string", j.at(key));
-    return j.at(key).get<std::string>();
-  };
-  const std::string model_type = string_or("model_type", "");
-  if (model_type != "llama")
-    throw FormatError(where + ": model_type is \"" + model_type + "\"; tessera's Llama family reads model_type \"llama\"");
   if (present("rope_scaling"))
     throw FormatError(where + ": rope_scaling " + io::json_excerpt(j.at("rope_scaling")) +
                       " is not supported; use a checkpoint with plain rotary embeddings (rope_scaling null)");
