@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include "tessera/models/causal_lm_program.hpp"
+
 #include <cmath>
 #include <limits>
 #include <string>
@@ -87,10 +89,7 @@ std::vector<CallInfo> Llama::calls(const Config& c) {
 }
 
 at::Tensor Llama::forward(const Config& c, CallRunner& run, const Batch& batch) {
-  const auto blocks = static_cast<std::size_t>(c.num_hidden_layers);
-  at::Tensor x = run.call(0, {batch.inputs});
-  for (std::size_t b = 1; b <= blocks; ++b) x = run.call(b, {x});
-  return run.call(blocks + 1, {x, batch.targets});
+  return causal_lm_forward(run, static_cast<std::size_t>(c.num_hidden_layers), batch);
 }
 
 namespace {

@@ -10,6 +10,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/io/hf_config_json.hpp"
+#include "tessera/models/shape_check.hpp"
 #include "tessera/io/json_file.hpp"
 
 namespace tessera::models {
@@ -69,38 +70,29 @@ std::int64_t LlamaConfig::parameter_count() const {
 }
 
 void LlamaConfig::validate(std::string_view origin) const {
-  auto fail = [&](const std::string& what) { throw ConfigError(std::string(origin) + ": " + what); };
-  auto positive = [&](std::string_view key, std::int64_t v) {
-    if (v <= 0) fail(std::string(key) + "=" + std::to_string(v) + " must be positive");
-  };
-  positive("vocab_size", vocab_size);
-  positive("hidden_size", hidden_size);
-  positive("intermediate_size", intermediate_size);
-  positive("num_hidden_layers", num_hidden_layers);
-  positive("num_attention_heads", num_attention_heads);
-  positive("num_key_value_heads", num_key_value_heads);
-  positive("head_dim", head_dim);
-  positive("max_position_embeddings", max_position_embeddings);
+  const ShapeCheck check{origin, "Llama"};
+  check.positive("vocab_size", vocab_size);
+  check.positive("hidden_size", hidden_size);
+  check.positive("intermediate_size", intermediate_size);
+  check.positive("num_hidden_layers", num_hidden_layers);
+  check.positive("num_attention_heads", num_attention_heads);
+  check.positive("num_key_value_heads", num_key_value_heads);
+  check.positive("head_dim", head_dim);
+  check.positive("max_position_embeddings", max_position_embeddings);
   // Wider than any published Llama by far, and small enough that every parameter count fits in 64 bits.
-  auto at_most = [&](std::string_view key, std::int64_t v, std::int64_t limit) {
-    if (v > limit)
-      fail(std::string(key) + "=" + std::to_string(v) + " exceeds " + std::to_string(limit) +
-           ", far beyond any published Llama; the file is corrupt or describes another model");
-  };
-  at_most("hidden_size", hidden_size, 1 << 20);
-  at_most("intermediate_size", intermediate_size, 1 << 22);
-  at_most("num_hidden_layers", num_hidden_layers, 4096);
-  at_most("num_attention_heads", num_attention_heads, 1 << 16);
-  at_most("num_key_value_heads", num_key_value_heads, 1 << 16);
-  at_most("head_dim", head_dim, 1 << 16);
+  check.at_most("hidden_size", hidden_size, 1 << 20);
+  check.at_most("intermediate_size", intermediate_size, 1 << 22);
+  check.at_most("num_hidden_layers", num_hidden_layers, 4096);
+  check.at_most("num_attention_heads", num_attention_heads, 1 << 16);
+  check.at_most("num_key_value_heads", num_key_value_heads, 1 << 16);
+  check.at_most("head_dim", head_dim, 1 << 16);
   if (num_attention_heads % num_key_value_heads != 0)
-    fail("num_attention_heads=" + std::to_string(num_attention_heads) + " is not a multiple of num_key_value_heads=" +
-         std::to_string(num_key_value_heads) + "; grouped-query attention needs whole groups");
-  if (head_dim % 2 != 0) fail("head_dim=" + std::to_string(head_dim) + " must be even for rotary embeddings");
-  if (vocab_size > 65536)
-    fail("vocab_size=" + std::to_string(vocab_size) + " exceeds 65536, the range of the uint16 token files tessera reads");
-  if (!(rms_norm_eps > 0)) fail("rms_norm_eps must be positive");
-  if (!(rope_theta > 0)) fail("rope_theta must be positive");
+    check.fail("num_attention_heads=" + std::to_string(num_attention_heads) + " is not a multiple of num_key_value_heads=" +
+               std::to_string(num_key_value_heads) + "; grouped-query attention needs whole groups");
+  if (head_dim % 2 != 0) check.fail("head_dim=" + std::to_string(head_dim) + " must be even for rotary embeddings");
+  check.token_file_vocab(vocab_size);
+  if (!(rms_norm_eps > 0)) check.fail("rms_norm_eps must be positive");
+  if (!(rope_theta > 0)) check.fail("rope_theta must be positive");
 }
 
 std::span<const std::string_view> llama_preset_names() { return names_table(); }
@@ -111,49 +103,41 @@ LlamaConfig read_llama_config(const std::filesystem::path& path) {
   const io::HfConfigJson file(path, "llama", "Llama");
   const std::string& where = file.where();
   const nlohmann::json& j = file.json();
-  auto present = [&](const char* key) { return file.present(key); };
-  auto integer = [&](const char* key) { return file.integer(key); };
-  auto number_or = [&](const char* key, double fallback) { return file.number_or(key, fallback); };
-  auto boolean_or = [&](const char* key, bool fallback) { return file.boolean_or(key, fallback); };
-  auto string_or = [&](const char* key, std::string fallback) { return file.string_or(key, std::move(fallback)); };
-  auto wrong = [&](std::string_view key, std::string_view wanted, const nlohmann::json& v) {
-    return file.wrong(key, wanted, v);
-  };
-  if (present("rope_scaling"))
+  if (file.present("rope_scaling"))
     throw FormatError(where + ": rope_scaling " + io::json_excerpt(j.at("rope_scaling")) +
                       " is not supported; use a checkpoint with plain rotary embeddings (rope_scaling null)");
   for (const char* bias : {"attention_bias", "mlp_bias"})
-    if (boolean_or(bias, false))
+    if (file.boolean_or(bias, false))
       throw FormatError(where + ": \"" + std::string(bias) + "\": true is not supported (Llama has no biases)");
-  if (const std::string act = string_or("hidden_act", "silu"); act != "silu")
+  if (const std::string act = file.string_or("hidden_act", "silu"); act != "silu")
     throw FormatError(where + ": hidden_act " + io::json_excerpt(act, 80) + " is not supported; Llama uses \"silu\"");
 
   LlamaConfig c;
-  c.vocab_size = integer("vocab_size");
-  c.hidden_size = integer("hidden_size");
-  c.intermediate_size = integer("intermediate_size");
-  c.num_hidden_layers = integer("num_hidden_layers");
-  c.num_attention_heads = integer("num_attention_heads");
-  c.num_key_value_heads = present("num_key_value_heads") ? integer("num_key_value_heads") : c.num_attention_heads;
-  c.head_dim = present("head_dim") ? integer("head_dim") : c.hidden_size / std::max<std::int64_t>(1, c.num_attention_heads);
-  c.max_position_embeddings = present("max_position_embeddings") ? integer("max_position_embeddings") : 2048;
-  c.rms_norm_eps = number_or("rms_norm_eps", 1e-6);
-  c.rope_theta = number_or("rope_theta", 10000.0);
+  c.vocab_size = file.integer("vocab_size");
+  c.hidden_size = file.integer("hidden_size");
+  c.intermediate_size = file.integer("intermediate_size");
+  c.num_hidden_layers = file.integer("num_hidden_layers");
+  c.num_attention_heads = file.integer("num_attention_heads");
+  c.num_key_value_heads = file.present("num_key_value_heads") ? file.integer("num_key_value_heads") : c.num_attention_heads;
+  c.head_dim = file.present("head_dim") ? file.integer("head_dim") : c.hidden_size / std::max<std::int64_t>(1, c.num_attention_heads);
+  c.max_position_embeddings = file.present("max_position_embeddings") ? file.integer("max_position_embeddings") : 2048;
+  c.rms_norm_eps = file.number_or("rms_norm_eps", 1e-6);
+  c.rope_theta = file.number_or("rope_theta", 10000.0);
   // transformers 5 writes the rotary settings as "rope_parameters": {"rope_type": "default", "rope_theta": x}.
-  if (present("rope_parameters")) {
+  if (file.present("rope_parameters")) {
     const nlohmann::json& rope = j.at("rope_parameters");
-    if (!rope.is_object()) throw wrong("rope_parameters", "an object", rope);
+    if (!rope.is_object()) throw file.wrong("rope_parameters", "an object", rope);
     const nlohmann::json type = rope.value("rope_type", nlohmann::json("default"));
     if (type != "default")
       throw FormatError(where + ": rope_parameters " + io::json_excerpt(rope) +
                         " is not supported; tessera's Llama has plain rotary embeddings (rope_type \"default\")");
     if (rope.contains("rope_theta")) {
-      if (!rope.at("rope_theta").is_number()) throw wrong("rope_parameters.rope_theta", "a number", rope.at("rope_theta"));
+      if (!rope.at("rope_theta").is_number()) throw file.wrong("rope_parameters.rope_theta", "a number", rope.at("rope_theta"));
       c.rope_theta = rope.at("rope_theta").get<double>();
     }
   }
-  c.initializer_range = number_or("initializer_range", 0.02);
-  c.tie_word_embeddings = boolean_or("tie_word_embeddings", false);
+  c.initializer_range = file.number_or("initializer_range", 0.02);
+  c.tie_word_embeddings = file.boolean_or("tie_word_embeddings", false);
   try {
     c.validate(where);
   } catch (const ConfigError& e) {

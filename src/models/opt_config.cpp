@@ -10,6 +10,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/io/hf_config_json.hpp"
+#include "tessera/models/shape_check.hpp"
 #include "tessera/io/json_file.hpp"
 
 namespace tessera::models {
@@ -69,40 +70,31 @@ std::int64_t OptConfig::parameter_count() const {
 }
 
 void OptConfig::validate(std::string_view origin) const {
-  auto fail = [&](const std::string& what) { throw ConfigError(std::string(origin) + ": " + what); };
-  auto positive = [&](std::string_view key, std::int64_t v) {
-    if (v <= 0) fail(std::string(key) + "=" + std::to_string(v) + " must be positive");
-  };
-  positive("vocab_size", vocab_size);
-  positive("hidden_size", hidden_size);
-  positive("ffn_dim", ffn_dim);
-  positive("num_hidden_layers", num_hidden_layers);
-  positive("num_attention_heads", num_attention_heads);
-  positive("max_position_embeddings", max_position_embeddings);
-  positive("word_embed_proj_dim", word_embed_proj_dim);
+  const ShapeCheck check{origin, "OPT"};
+  check.positive("vocab_size", vocab_size);
+  check.positive("hidden_size", hidden_size);
+  check.positive("ffn_dim", ffn_dim);
+  check.positive("num_hidden_layers", num_hidden_layers);
+  check.positive("num_attention_heads", num_attention_heads);
+  check.positive("max_position_embeddings", max_position_embeddings);
+  check.positive("word_embed_proj_dim", word_embed_proj_dim);
   // Wider than any published OPT by far (opt-175b: 12288 wide, 96 layers), and small enough that every
   // parameter count fits in 64 bits.
-  auto at_most = [&](std::string_view key, std::int64_t v, std::int64_t limit) {
-    if (v > limit)
-      fail(std::string(key) + "=" + std::to_string(v) + " exceeds " + std::to_string(limit) +
-           ", far beyond any published OPT; the file is corrupt or describes another model");
-  };
-  at_most("hidden_size", hidden_size, 1 << 20);
-  at_most("word_embed_proj_dim", word_embed_proj_dim, 1 << 20);
-  at_most("ffn_dim", ffn_dim, 1 << 22);
-  at_most("num_hidden_layers", num_hidden_layers, 4096);
-  at_most("num_attention_heads", num_attention_heads, 1 << 16);
-  at_most("max_position_embeddings", max_position_embeddings, 1 << 20);
+  check.at_most("hidden_size", hidden_size, 1 << 20);
+  check.at_most("word_embed_proj_dim", word_embed_proj_dim, 1 << 20);
+  check.at_most("ffn_dim", ffn_dim, 1 << 22);
+  check.at_most("num_hidden_layers", num_hidden_layers, 4096);
+  check.at_most("num_attention_heads", num_attention_heads, 1 << 16);
+  check.at_most("max_position_embeddings", max_position_embeddings, 1 << 20);
   if (hidden_size % num_attention_heads != 0)
-    fail("hidden_size=" + std::to_string(hidden_size) + " is not a multiple of num_attention_heads=" +
-         std::to_string(num_attention_heads) + "; every head needs hidden_size / num_attention_heads channels");
-  if (vocab_size > 65536)
-    fail("vocab_size=" + std::to_string(vocab_size) + " exceeds 65536, the range of the uint16 token files tessera reads");
+    check.fail("hidden_size=" + std::to_string(hidden_size) + " is not a multiple of num_attention_heads=" +
+               std::to_string(num_attention_heads) + "; every head needs hidden_size / num_attention_heads channels");
+  check.token_file_vocab(vocab_size);
   if (pad_token_id < -1 || pad_token_id >= vocab_size)
-    fail("pad_token_id=" + std::to_string(pad_token_id) + " is not a token id below vocab_size=" +
-         std::to_string(vocab_size) + "; use a token id, or null for no padding token");
+    check.fail("pad_token_id=" + std::to_string(pad_token_id) + " is not a token id below vocab_size=" +
+               std::to_string(vocab_size) + "; use a token id, or null for no padding token");
   if (!(initializer_range >= 0))
-    fail("init_std=" + std::to_string(initializer_range) + " must be a non-negative standard deviation");
+    check.fail("init_std=" + std::to_string(initializer_range) + " must be a non-negative standard deviation");
 }
 
 std::span<const std::string_view> opt_preset_names() { return names_table(); }
@@ -113,39 +105,31 @@ OptConfig read_opt_config(const std::filesystem::path& path) {
   const io::HfConfigJson file(path, "opt", "OPT");
   const std::string& where = file.where();
   const nlohmann::json& j = file.json();
-  auto present = [&](const char* key) { return file.present(key); };
-  auto integer = [&](const char* key) { return file.integer(key); };
-  auto number_or = [&](const char* key, double fallback) { return file.number_or(key, fallback); };
-  auto boolean_or = [&](const char* key, bool fallback) { return file.boolean_or(key, fallback); };
-  auto string_or = [&](const char* key, std::string fallback) { return file.string_or(key, std::move(fallback)); };
-  auto wrong = [&](std::string_view key, std::string_view wanted, const nlohmann::json& v) {
-    return file.wrong(key, wanted, v);
-  };
-  if (const std::string act = string_or("activation_function", "relu"); act != "relu")
+  if (const std::string act = file.string_or("activation_function", "relu"); act != "relu")
     throw FormatError(where + ": \"activation_function\" " + io::json_excerpt(act, 80) +
                       " is not supported; tessera's OPT computes \"relu\", as every published OPT checkpoint");
-  if (!boolean_or("enable_bias", true))
+  if (!file.boolean_or("enable_bias", true))
     throw FormatError(where + ": \"enable_bias\": false is not supported; tessera's OPT has the biases of every "
                               "published OPT checkpoint (enable_bias true)");
-  if (!boolean_or("layer_norm_elementwise_affine", true))
+  if (!file.boolean_or("layer_norm_elementwise_affine", true))
     throw FormatError(where + ": \"layer_norm_elementwise_affine\": false is not supported; tessera's OPT has "
                               "LayerNorm weights and biases, as every published OPT checkpoint");
 
   OptConfig c;
-  c.vocab_size = integer("vocab_size");
-  c.hidden_size = integer("hidden_size");
-  c.ffn_dim = integer("ffn_dim");
-  c.num_hidden_layers = integer("num_hidden_layers");
-  c.num_attention_heads = integer("num_attention_heads");
-  c.max_position_embeddings = present("max_position_embeddings") ? integer("max_position_embeddings") : 2048;
+  c.vocab_size = file.integer("vocab_size");
+  c.hidden_size = file.integer("hidden_size");
+  c.ffn_dim = file.integer("ffn_dim");
+  c.num_hidden_layers = file.integer("num_hidden_layers");
+  c.num_attention_heads = file.integer("num_attention_heads");
+  c.max_position_embeddings = file.present("max_position_embeddings") ? file.integer("max_position_embeddings") : 2048;
   // OPTConfig: word_embed_proj_dim None means hidden_size.
-  c.word_embed_proj_dim = present("word_embed_proj_dim") ? integer("word_embed_proj_dim") : c.hidden_size;
-  c.do_layer_norm_before = boolean_or("do_layer_norm_before", true);
-  c.remove_final_layer_norm = boolean_or("_remove_final_layer_norm", false);
+  c.word_embed_proj_dim = file.present("word_embed_proj_dim") ? file.integer("word_embed_proj_dim") : c.hidden_size;
+  c.do_layer_norm_before = file.boolean_or("do_layer_norm_before", true);
+  c.remove_final_layer_norm = file.boolean_or("_remove_final_layer_norm", false);
   // OPTConfig's default is 1; null means no padding token.
-  c.pad_token_id = !j.contains("pad_token_id") ? 1 : present("pad_token_id") ? integer("pad_token_id") : -1;
-  c.initializer_range = number_or("init_std", 0.02);
-  c.tie_word_embeddings = boolean_or("tie_word_embeddings", true);
+  c.pad_token_id = !j.contains("pad_token_id") ? 1 : file.present("pad_token_id") ? file.integer("pad_token_id") : -1;
+  c.initializer_range = file.number_or("init_std", 0.02);
+  c.tie_word_embeddings = file.boolean_or("tie_word_embeddings", true);
   try {
     c.validate(where);
   } catch (const ConfigError& e) {
