@@ -30,10 +30,10 @@ class TesseraConan(ConanFile):
     #   with_mpi  tessera/dist (World, MpiCommunicator): find_package(MPI) required, or disabled
     #   with_cuda TESSERA_CUDA: Adam8bit's CUDA kernel and CUDA memory statistics (needs a CUDA LibTorch)
     #   with_nccl TESSERA_WITH_NCCL: NcclCommunicator (needs with_cuda and with_mpi, and NCCL's headers and library)
-    # LibTorch, MPI, Boost, nlohmann-json and NCCL are no Conan requirements (none is on a Conan remote in a form
+    # LibTorch, MPI, Boost, nlohmann-json, stb and NCCL are no Conan requirements (none is on a Conan remote in a form
     # tessera can use): LibTorch is the torch wheel of a Python environment, the conf user.tessera:torch_python,
     # as for tessera's own build; the others are the system's (Debian: libopenmpi-dev, libboost-dev,
-    # nlohmann-json3-dev) or, for NCCL and the CUDA toolkit, that Python environment's nvidia-* wheels.
+    # nlohmann-json3-dev, libstb-dev) or, for NCCL and the CUDA toolkit, that Python environment's nvidia-* wheels.
     options = {
         "with_mpi": [True, False],
         "with_cuda": [True, False],

@@ -4,6 +4,7 @@
 #   From Debian:
 #     cmake ninja-build g++ ccache      the build
 #     nlohmann-json3-dev libboost1.81-dev catch2
+#     libstb-dev                        stb_image: PNG and JPEG decoding for the image data
 #     libopenmpi-dev openmpi-bin        Open MPI 4.1: rank bootstrap and the MPI communicator (tessera/dist)
 #     python3-venv                      the project's Python environment
 #   From PyPI, into .venv/ (scripts/requirements.txt, pinned):
@@ -13,7 +14,7 @@
 #     Conan client (tests/consumers: conan create of conanfile.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-packages=(cmake ninja-build g++ ccache nlohmann-json3-dev libboost1.81-dev catch2 libopenmpi-dev openmpi-bin python3-venv)
+packages=(cmake ninja-build g++ ccache nlohmann-json3-dev libboost1.81-dev catch2 libopenmpi-dev openmpi-bin python3-venv libstb-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -16,7 +16,7 @@ packages=(
   libevent-core-2.1-7 libevent-pthreads-2.1-7 libpmix2 libmunge2 libhwloc15  # its runtime
   libfabric1 libucx0 libibverbs1 ibverbs-providers librdmacm1 libnl-3-200 libnl-route-3-200
   libpsm2-2 libpsm-infinipath1 libnuma1
-  libboost1.81-dev nlohmann-json3-dev librange-v3-dev catch2               # header-only dependencies
+  libboost1.81-dev nlohmann-json3-dev librange-v3-dev catch2 libstb-dev    # header-only dependencies (stb: its headers)
 )
 (cd "$dir" && apt-get download "${packages[@]}" >/dev/null)
 echo "offline-bundle: $(ls "$dir"/*.deb | wc -l) packages, $(du -sh "$dir" | cut -f1), in $dir"

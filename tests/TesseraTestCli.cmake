@@ -26,6 +26,28 @@ tessera_cli_test(not_key_value 2 "key=value" "" ${_fp32} fast)
 tessera_cli_test(missing_model_dir 2 "model_dir=/nonexistent" "" ${_fp32} model_dir=/nonexistent)
 tessera_cli_test(missing_data 2 "data=/nonexistent.bin" "" ${_fp32} data=/nonexistent.bin)
 tessera_cli_test(unknown_preset 2 "model=llama-9t: no such preset" "" ${_fp32} model=llama-9t)
+# The image data: the wrong kind of data for the family, a label beyond the model's classes, a missing or corrupt image.
+set(_vit $<TARGET_FILE:vit-fp32>)
+tessera_cli_test(tokens_for_images 2 "data=t.bin: image data is a directory" "${_fixture} tokens t.bin 4000"
+  ${_vit} data=t.bin metrics=out.jsonl)
+tessera_cli_test(images_for_tokens 2 "data=d: a directory, but this model family reads a token file" "mkdir d"
+  ${_fp32} data=d metrics=out.jsonl)
+tessera_cli_test(image_label_out_of_range 2 "labels.jsonl:2: label 10 is not a class of the model, which has 10"
+  "mkdir d && printf '{\"image\": \"a.png\", \"label\": 1}\\n{\"image\": \"b.png\", \"label\": 10}\\n' > d/labels.jsonl"
+  ${_vit} data=d metrics=out.jsonl)
+tessera_cli_test(image_missing 2 "labels.jsonl row 1: .*a.png: no such image file"
+  "mkdir d && printf '{\"image\": \"a.png\", \"label\": 1}\\n' > d/labels.jsonl"
+  ${_vit} data=d metrics=out.jsonl)
+tessera_cli_test(image_corrupt 2 "cat/a.png: not a PNG or JPEG image tessera can read"
+  "mkdir -p d/cat d/dog && printf 'not an image' > d/cat/a.png && cp d/cat/a.png d/dog/b.png"
+  ${_vit} data=d metrics=out.jsonl)
+tessera_cli_test(bad_lr_scaling 2 "lr_scaling=sqrt: must be one of none, linear" "" ${_fp32} lr_scaling=sqrt)
+tessera_cli_test(wrap_without_fsdp 2 "wrap_blocks=none: FSDP units exist under ShardGradOp, FullShard and HybridShard only"
+  "" ${_fp32} wrap_blocks=none metrics=out.jsonl)
+tessera_cli_test(wrap_unknown_block 2 "wrap_blocks=GPT2Block: 'GPT2Block' is no block type or module of llama"
+  "" $<TARGET_FILE:llama-fsdp-fp32> wrap_blocks=GPT2Block metrics=out.jsonl)
+tessera_cli_test(checkpoint_blocks_unknown 2 "checkpoint_blocks=OPTDecoderLayer: 'OPTDecoderLayer' is no block type of llama"
+  "" $<TARGET_FILE:llama-fp32-ckpt> checkpoint_blocks=OPTDecoderLayer metrics=out.jsonl)
 if(NOT TESSERA_WITH_CUDA)
   tessera_cli_test(cuda_absent 2 "device=cuda" "" ${_fp32} device=cuda)
 endif()

@@ -33,10 +33,39 @@ add_test(NAME reference.family_forward_opt_postln_proj
   COMMAND ${_check_family} --family opt --config ${_opt_postln_proj})
 add_test(NAME reference.family_forward_opt_untied COMMAND ${_check_family} --family opt --config ${_opt_untied})
 add_test(NAME reference.family_forward_opt_postln COMMAND ${_check_family} --family opt --config ${_opt_postln})
+# ViT: 32x32 images in 8x8 patches (17 positions), 5 classes.
+set(_vit "{\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"intermediate_size\":128,\"image_size\":32,\"patch_size\":8,\"num_labels\":5}")
+add_test(NAME reference.family_forward_vit COMMAND ${_check_family} --family vit --config ${_vit})
+add_test(NAME reference.family_forward_vit_negative_control
+  COMMAND ${_check_family} --family vit --config ${_vit} --perturb --expect-mismatch)
+# ViT with its image data against ViTForImageClassification and ViTImageProcessor on PNG files
+# (check_vit_against_transformers.py): the prepared pixels (of the model's size, resized bilinear and bicubic), and
+# 20 AdamW steps step by step with the saved directory read back; the negative control trains with another
+# weight_decay than the reference.
+add_executable(image_dump data/image_dump.cpp)
+target_link_libraries(image_dump PRIVATE tessera::tessera)
+target_include_directories(image_dump PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
+tessera_use_pch(image_dump)
+set(_check_vit ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_vit_against_transformers.py")
+add_test(NAME reference.vit_pixels COMMAND ${_check_vit} $<TARGET_FILE:image_dump> --mode pixels)
+add_test(NAME reference.vit_pixels_resized_bilinear
+  COMMAND ${_check_vit} $<TARGET_FILE:image_dump> --mode pixels --resize --resample 2)
+add_test(NAME reference.vit_pixels_resized_bicubic
+  COMMAND ${_check_vit} $<TARGET_FILE:image_dump> --mode pixels --resize --resample 3)
+if(TESSERA_BUILD_EXAMPLES)
+  add_test(NAME reference.vit_fp32 COMMAND ${_check_vit} $<TARGET_FILE:vit-fp32> --mode train)
+  add_test(NAME reference.vit_negative_control
+    COMMAND ${_check_vit} $<TARGET_FILE:vit-fp32> --mode train --steps 4 --tessera-extra weight_decay=0.5
+            --expect-mismatch)
+  set_tests_properties(reference.vit_fp32 reference.vit_negative_control PROPERTIES LABELS reference TIMEOUT 300)
+endif()
+set_tests_properties(reference.vit_pixels reference.vit_pixels_resized_bilinear reference.vit_pixels_resized_bicubic
+  PROPERTIES LABELS reference TIMEOUT 300)
 # Negative control: tessera computes with one bias 1% larger than the one it saved; the check must see it. The script
 # exits 0 only when family_dump ran and the comparison failed, so no WILL_FAIL here.
 add_test(NAME reference.family_forward_negative_control
   COMMAND ${_check_family} --family opt --config ${_opt_preln} --perturb --expect-mismatch)
 set_tests_properties(reference.family_forward_llama reference.family_forward_opt_preln
   reference.family_forward_opt_postln_proj reference.family_forward_opt_untied reference.family_forward_opt_postln
-  reference.family_forward_negative_control PROPERTIES LABELS reference TIMEOUT 300)
+  reference.family_forward_negative_control reference.family_forward_vit reference.family_forward_vit_negative_control
+  PROPERTIES LABELS reference TIMEOUT 300)

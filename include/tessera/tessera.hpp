@@ -10,6 +10,7 @@
 #include "tessera/main.hpp"
 #include "tessera/models/llama.hpp"
 #include "tessera/models/opt.hpp"
+#include "tessera/models/vit.hpp"
 #include "tessera/offload/no_offload.hpp"
 #include "tessera/offload/offload_optimizer.hpp"
 #include "tessera/offload/offload_params.hpp"

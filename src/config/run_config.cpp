@@ -158,14 +158,14 @@ void check_upper_bounds(Problems& p, const RunConfig& cfg) {
 void validate(const RunConfig& cfg) {
   Problems p(cfg);
   p.require(std::isfinite(cfg.lr) && cfg.lr > 0, "lr", "must be a finite number > 0, e.g. lr=3e-4");
-  p.require(cfg.lr_scaling == "none" || cfg.lr_scaling == "linear", "lr_scaling",
-            "must be none or linear (lr times the number of ranks)");
   p.require(std::isfinite(cfg.bucket_cap_mb) && cfg.bucket_cap_mb > 0, "bucket_cap_mb",
             "must be a number of MiB > 0, e.g. bucket_cap_mb=25");
   p.require(cfg.shard_group_size >= 0, "shard_group_size",
             "must be >= 0 (0 = the ranks of one node; otherwise a divisor of the number of ranks)");
-  p.require(cfg.reduce_dtype == "fp32" || cfg.reduce_dtype == "bf16" || cfg.reduce_dtype == "fp16", "reduce_dtype",
-            "must be fp32, bf16 or fp16");
+  p.require(cfg.wrap_blocks.find_first_not_of(", ") != std::string::npos, "wrap_blocks",
+            "must be all, none, or name block types or modules, e.g. wrap_blocks=LlamaDecoderLayer");
+  p.require(cfg.checkpoint_blocks.find_first_not_of(", ") != std::string::npos, "checkpoint_blocks",
+            "must be all or name block types, e.g. checkpoint_blocks=OPTDecoderLayer");
   p.require(cfg.lora_r >= 1, "lora_r", "must be >= 1 (the adapter rank), e.g. lora_r=16");
   p.require(std::isfinite(cfg.lora_alpha) && cfg.lora_alpha > 0, "lora_alpha", "must be a number > 0, e.g. lora_alpha=32");
   p.require(cfg.lora_dropout >= 0 && cfg.lora_dropout < 1, "lora_dropout", "must be in [0, 1), e.g. lora_dropout=0.05");
@@ -202,9 +202,10 @@ void validate(const RunConfig& cfg) {
   p.require(cfg.model_dir.empty() || is_dir(cfg.model_dir), "model_dir",
             "not an existing directory; give a Hugging Face model dir with config.json, or leave it "
             "empty to use the model preset");
-  p.require(cfg.data.empty() || is_file(cfg.data), "data",
-            "not an existing file; give a nanoGPT uint16 .bin or llm.c .bin token file, or leave it empty "
-            "for synthetic tokens");
+  p.require(cfg.data.empty() || is_file(cfg.data) || is_dir(cfg.data), "data",
+            "not an existing file or directory; give a token file (nanoGPT uint16 or llm.c .bin) for a language "
+            "model, an image directory (labels.jsonl or a directory per class) for an image model, or leave it "
+            "empty for synthetic data");
   check_upper_bounds(p, cfg);
   check_outputs(p, cfg);
   p.throw_if_any();

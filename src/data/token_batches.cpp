@@ -3,7 +3,9 @@
 
 #include <ATen/ATen.h>
 
+#include <filesystem>
 #include <span>
+#include <system_error>
 #include <string>
 
 #include "tessera/core/error.hpp"
@@ -17,6 +19,10 @@ TokenSource open_tokens(const RunConfig& cfg, std::int64_t vocab_size) {
     return TokenSource::synthetic(static_cast<std::size_t>(rows * cfg.seq_len + 1), static_cast<std::uint32_t>(vocab_size),
                                   static_cast<std::uint64_t>(cfg.seed));
   }
+  std::error_code ec;
+  if (std::filesystem::is_directory(cfg.data, ec))
+    throw ConfigError("data=" + cfg.data + ": a directory, but this model family reads a token file (nanoGPT uint16 "
+                      "or llm.c .bin); directories of images are the image models' data");
   TokenSource tokens = TokenSource::open(cfg.data);
   if (tokens.max_token() >= vocab_size)
     throw ConfigError("data=" + cfg.data + ": holds token id " + std::to_string(tokens.max_token()) +
@@ -27,10 +33,10 @@ TokenSource open_tokens(const RunConfig& cfg, std::int64_t vocab_size) {
 
 }  // namespace
 
-TokenBatches::TokenBatches(const RunConfig& cfg, std::int64_t vocab_size, std::int64_t world_size)
+TokenBatches::TokenBatches(const RunConfig& cfg, models::TokenSpec spec, std::int64_t world_size)
     : batch_size_(cfg.batch_size),
       seq_len_(cfg.seq_len),
-      tokens_(std::make_unique<TokenSource>(open_tokens(cfg, vocab_size))),
+      tokens_(std::make_unique<TokenSource>(open_tokens(cfg, spec.vocab_size))),
       order_(std::make_unique<BatchOrder>(*tokens_, BatchShape{world_size, cfg.batch_size, cfg.seq_len, cfg.accumulate_grad_batches},
                                           cfg.num_train_samples, cfg.limit_train_batches)),
       total_steps_(order_->total_steps(cfg.max_epochs, cfg.max_steps)),

@@ -3,11 +3,13 @@
 
 namespace tessera {
 
-c10::ScalarType reduce_dtype_of(const std::string& name) {
-  if (name == "fp32") return c10::ScalarType::Float;
-  if (name == "bf16") return c10::ScalarType::BFloat16;
-  if (name == "fp16") return c10::ScalarType::Half;
-  throw ConfigError("reduce_dtype=" + name + ": must be fp32, bf16 or fp16");
+c10::ScalarType reduce_dtype_of(ReduceDtype dtype) {
+  switch (dtype) {
+    case ReduceDtype::fp32: return c10::ScalarType::Float;
+    case ReduceDtype::bf16: return c10::ScalarType::BFloat16;
+    case ReduceDtype::fp16: return c10::ScalarType::Half;
+  }
+  throw Error("reduce_dtype: no such dtype");
 }
 
 }  // namespace tessera

@@ -19,6 +19,7 @@
 #include "tessera/io/checkpoint_dir.hpp"
 #include "tessera/io/json_file.hpp"
 #include "tessera/io/safetensors.hpp"
+#include "tessera/models/family_parts.hpp"
 
 namespace tessera {
 namespace {
@@ -44,12 +45,6 @@ std::vector<std::string> split_targets(const std::string& list) {
 
 [[noreturn]] void bad_adapter(const fs::path& file, const std::string& what) {
   throw FormatError(file.string() + ": " + what);
-}
-
-bool ends_with_module(const std::string& module, const std::string& target) {
-  return module == target ||
-         (module.size() > target.size() && module.compare(module.size() - target.size(), target.size(), target) == 0 &&
-          module[module.size() - target.size() - 1] == '.');
 }
 
 }  // namespace
@@ -155,7 +150,7 @@ std::vector<LoraSite> lora_sites(std::span<const ParamSpec> base, std::span<cons
     const std::string module = p.name.substr(0, p.name.size() - suffix.size());
     linear_names.insert(module.substr(module.rfind('.') + 1));
     for (const std::string& t : targets)
-      if (ends_with_module(module, t)) {
+      if (models::module_matches(module, t)) {
         sites.push_back(LoraSite{i, module, p.shape[1], p.shape[0]});
         used.insert(t);
         break;

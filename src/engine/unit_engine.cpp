@@ -48,7 +48,7 @@ std::int64_t element_bytes(c10::ScalarType t) { return static_cast<std::int64_t>
 }  // namespace
 
 UnitEngine::UnitEngine(ParamStore& store, ShardPlan plan, UnitComms comms, std::vector<UnitCall> calls, CallFn fn,
-                       std::vector<bool> frozen)
+                       std::vector<bool> frozen, std::vector<bool> wrapped)
     : store_(store), plan_(plan), comms_(std::move(comms)), calls_(std::move(calls)), fn_(std::move(fn)) {
   const std::size_t units = store_.num_units();
   if (plan_.stage < 0 || plan_.stage > 3) throw Error("UnitEngine: sharding stage " + std::to_string(plan_.stage));
@@ -75,6 +75,17 @@ UnitEngine::UnitEngine(ParamStore& store, ShardPlan plan, UnitComms comms, std::
     throw Error("UnitEngine: " + std::to_string(frozen.size()) + " frozen flags for " + std::to_string(units) + " units");
   trainable_.assign(units, false);
   for (std::size_t u = 0; u < units; ++u) trainable_[u] = store_.unit_numel(u) > 0 && (frozen.empty() || !frozen[u]);
+  if (!wrapped.empty() && wrapped.size() != units)
+    throw Error("UnitEngine: " + std::to_string(wrapped.size()) + " wrap flags for " + std::to_string(units) + " units");
+  in_root_.assign(units, false);
+  if (plan_.stage >= 2 && !wrapped.empty())
+    for (std::size_t u = 0; u < units; ++u)
+      if (!wrapped[u]) {
+        in_root_[u] = true;
+        root_.push_back(u);
+        if (trainable_[u]) ++root_trainable_;
+      }
+  root_left_ = root_trainable_;
   call_trains_.assign(calls_.size(), false);
   for (std::size_t c = 0; c < calls_.size(); ++c)
     for (std::size_t u : calls_[c].units) call_trains_[c] = call_trains_[c] || trainable_[u];
@@ -126,13 +137,16 @@ at::Tensor UnitEngine::call(std::size_t c, std::vector<at::Tensor> inputs) {
     return UnitNode::apply(at::TensorList(inputs), anchor_, reinterpret_cast<std::int64_t>(this),
                            static_cast<std::int64_t>(c));
   // Nothing to differentiate (a frozen call on inputs that need no gradient, or no grad mode): no graph.
+  const bool grad_mode = at::GradMode::is_enabled();
   at::NoGradGuard no_graph;
+  hold_root(c);
   std::vector<at::Tensor> fulls;
   for (std::size_t u : calls_[c].units) fulls.push_back(acquire(u));
   prefetch_call(c + 1);
   at::Tensor out = fn_(c, inputs, call_params(c, fulls));
   fulls.clear();
   for (std::size_t u : calls_[c].units) release(u);
+  if (!grad_mode && open_calls_ == 0) drop_root();  // no backward will come to end the root's hold
   return out;
 }
 
@@ -180,6 +194,22 @@ void UnitEngine::release(std::size_t u) {
   }
 }
 
+void UnitEngine::hold_root(std::size_t c) {
+  if (plan_.stage < 3 || root_held_ || root_.empty()) return;
+  if (std::none_of(calls_[c].units.begin(), calls_[c].units.end(), [&](std::size_t u) { return in_root_[u]; }))
+    return;
+  for (std::size_t u : root_)  // all of the root's gathers in flight at once, then wait for each
+    if (!gathered_[u].materialized && !gathered_[u].in_flight) start_gather(u);
+  for (std::size_t u : root_) acquire(u);
+  root_held_ = true;
+}
+
+void UnitEngine::drop_root() {
+  if (!root_held_) return;
+  for (std::size_t u : root_) release(u);
+  root_held_ = false;
+}
+
 void UnitEngine::prefetch_call(std::size_t c) {
   if (plan_.stage < 3 || !plan_.prefetch || c >= calls_.size()) return;
   for (std::size_t u : calls_[c].units)
@@ -192,6 +222,7 @@ at::Tensor UnitEngine::forward_call(std::size_t c, at::TensorList inputs) {
   const UnitCall& spec = calls_[c];
   CallState& st = states_[c];
   if (st.active) throw Error("UnitEngine: call " + std::to_string(c) + " ran forward twice before its backward");
+  hold_root(c);
   std::vector<at::Tensor> fulls;
   for (std::size_t u : spec.units) fulls.push_back(acquire(u));
   prefetch_call(c + 1);
@@ -217,6 +248,7 @@ at::Tensor UnitEngine::forward_call(std::size_t c, at::TensorList inputs) {
   fulls.clear();
   for (std::size_t u : spec.units) release(u);
   st.active = true;
+  ++open_calls_;
   return out.detach();
 }
 
@@ -273,7 +305,8 @@ std::vector<at::Tensor> UnitEngine::backward_call(std::size_t c, const at::Tenso
   fulls.clear();
   for (std::size_t u : spec.units) release(u);
   for (std::size_t u : spec.units)
-    if (trainable_[u] && --uses_left_[u] == 0) unit_complete(u);
+    if (trainable_[u] && --uses_left_[u] == 0) in_root_[u] ? root_unit_complete() : unit_complete(u);
+  if (--open_calls_ == 0) drop_root();
   return input_grads;
 }
 
@@ -305,6 +338,7 @@ void UnitEngine::write_grads(std::size_t u, std::span<const at::Tensor> grads) {
 // ---------------------------------------------------------------- gradients
 
 void UnitEngine::begin_micro(bool last_micro) {
+  flush_root();
   last_micro_ = last_micro;
   uses_left_ = uses_;
 }
@@ -357,6 +391,19 @@ void UnitEngine::unit_complete(std::size_t u) {
   drain_scatters(1);
 }
 
+// A root unit's gradients wait for the rest of the root's: then all of them are reduced, as one FSDP unit's are.
+void UnitEngine::root_unit_complete() {
+  if (--root_left_ == 0) flush_root();
+}
+
+// Reduces the root units that hold gradients of this micro-step (all of them, or at the end of a micro-step the
+// ones the loss reached) and starts the count again.
+void UnitEngine::flush_root() {
+  for (std::size_t u : root_)
+    if (trainable_[u] && full_grads_[u].defined()) unit_complete(u);
+  root_left_ = root_trainable_;
+}
+
 // Stages 2/3: the step's gradient shard is the first micro-step's reduced shard itself (no zero-fill, no
 // copy when the dtypes agree), later micro-steps add to it.
 void UnitEngine::add_to_shard(std::size_t u, at::Tensor reduced) {
@@ -400,6 +447,7 @@ void UnitEngine::finish_gradients() {
     }
     return;
   }
+  flush_root();
   drain_scatters(0);
   // A trainable unit the loss did not reach this step: a zero gradient, as torch gives a parameter it reached.
   for (std::size_t u = 0; u < store_.num_units(); ++u)

@@ -1,7 +1,10 @@
 // implements: HfConfigJson (io/hf_config_json.hpp).
 #include "tessera/io/hf_config_json.hpp"
 
+#include <cerrno>
 #include <climits>
+#include <cstring>
+#include <fstream>
 
 #include "tessera/io/json_file.hpp"
 
@@ -47,6 +50,13 @@ std::string HfConfigJson::string_or(const char* key, std::string fallback) const
   if (!j_.contains(key)) return fallback;
   if (!j_.at(key).is_string()) throw wrong(key, "a string", j_.at(key));
   return j_.at(key).get<std::string>();
+}
+
+void write_config_json(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text << "\n";
+  out.close();  // a full disk shows only when the buffer is written
+  if (!out) throw Error(path.string() + ": could not write config.json: " + std::strerror(errno));
 }
 
 }  // namespace tessera::io

@@ -47,15 +47,6 @@ const std::array<std::pair<std::string_view, LlamaConfig>, 6>& presets() {
   return table;
 }
 
-const std::array<std::string_view, 6>& names_table() {
-  static const std::array<std::string_view, 6> names = [] {
-    std::array<std::string_view, 6> n{};
-    for (std::size_t i = 0; i < n.size(); ++i) n[i] = presets()[i].first;
-    return n;
-  }();
-  return names;
-}
-
 }  // namespace
 
 std::int64_t LlamaConfig::parameter_count() const {
@@ -95,7 +86,10 @@ void LlamaConfig::validate(std::string_view origin) const {
   if (!(rope_theta > 0)) check.fail("rope_theta must be positive");
 }
 
-std::span<const std::string_view> llama_preset_names() { return names_table(); }
+std::span<const std::string_view> llama_preset_names() {
+  static const auto names = io::preset_names(presets());
+  return names;
+}
 
 LlamaConfig llama_preset(std::string_view name) { return io::find_preset(presets(), name, "Llama"); }
 
@@ -138,12 +132,7 @@ LlamaConfig read_llama_config(const std::filesystem::path& path) {
   }
   c.initializer_range = file.number_or("initializer_range", 0.02);
   c.tie_word_embeddings = file.boolean_or("tie_word_embeddings", false);
-  try {
-    c.validate(where);
-  } catch (const ConfigError& e) {
-    throw FormatError(e.what());  // the file is at fault, not a setting
-  }
-  return c;
+  return file.checked(c);
 }
 
 std::string llama_config_json(const LlamaConfig& c, std::string_view torch_dtype, int indent) {
@@ -172,10 +161,7 @@ std::string llama_config_json(const LlamaConfig& c, std::string_view torch_dtype
 }
 
 void write_llama_config(const std::filesystem::path& path, const LlamaConfig& c, std::string_view torch_dtype) {
-  std::ofstream out(path);
-  out << llama_config_json(c, torch_dtype, 2) << "\n";
-  out.close();  // a full disk shows only when the buffer is written
-  if (!out) throw Error(path.string() + ": could not write config.json: " + std::strerror(errno));
+  io::write_config_json(path, llama_config_json(c, torch_dtype, 2));
 }
 
 }  // namespace tessera::models

@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "tessera/models/causal_lm_program.hpp"
+#include "tessera/models/stack_program.hpp"
 
 #include <cmath>
 #include <string>
@@ -102,7 +102,7 @@ Opt::Context Opt::make_context(const Config& c, std::int64_t seq_len, c10::Scala
 }
 
 at::Tensor Opt::forward(const Config& c, CallRunner& run, const Batch& batch) {
-  return causal_lm_forward(run, static_cast<std::size_t>(c.num_hidden_layers), batch);
+  return stack_forward(run, static_cast<std::size_t>(c.num_hidden_layers), batch.inputs, batch.targets);
 }
 
 namespace {

@@ -45,15 +45,6 @@ const std::array<std::pair<std::string_view, OptConfig>, 6>& presets() {
   return table;
 }
 
-const std::array<std::string_view, 6>& names_table() {
-  static const std::array<std::string_view, 6> names = [] {
-    std::array<std::string_view, 6> n{};
-    for (std::size_t i = 0; i < n.size(); ++i) n[i] = presets()[i].first;
-    return n;
-  }();
-  return names;
-}
-
 }  // namespace
 
 std::int64_t OptConfig::parameter_count() const {
@@ -97,7 +88,10 @@ void OptConfig::validate(std::string_view origin) const {
     check.fail("init_std=" + std::to_string(initializer_range) + " must be a non-negative standard deviation");
 }
 
-std::span<const std::string_view> opt_preset_names() { return names_table(); }
+std::span<const std::string_view> opt_preset_names() {
+  static const auto names = io::preset_names(presets());
+  return names;
+}
 
 OptConfig opt_preset(std::string_view name) { return io::find_preset(presets(), name, "OPT"); }
 
@@ -130,12 +124,7 @@ OptConfig read_opt_config(const std::filesystem::path& path) {
   c.pad_token_id = !j.contains("pad_token_id") ? 1 : file.present("pad_token_id") ? file.integer("pad_token_id") : -1;
   c.initializer_range = file.number_or("init_std", 0.02);
   c.tie_word_embeddings = file.boolean_or("tie_word_embeddings", true);
-  try {
-    c.validate(where);
-  } catch (const ConfigError& e) {
-    throw FormatError(e.what());  // the file is at fault, not a setting
-  }
-  return c;
+  return file.checked(c);
 }
 
 std::string opt_config_json(const OptConfig& c, std::string_view torch_dtype, int indent) {
@@ -171,10 +160,7 @@ std::string opt_config_json(const OptConfig& c, std::string_view torch_dtype, in
 }
 
 void write_opt_config(const std::filesystem::path& path, const OptConfig& c, std::string_view torch_dtype) {
-  std::ofstream out(path);
-  out << opt_config_json(c, torch_dtype, 2) << "\n";
-  out.close();  // a full disk shows only when the buffer is written
-  if (!out) throw Error(path.string() + ": could not write config.json: " + std::strerror(errno));
+  io::write_config_json(path, opt_config_json(c, torch_dtype, 2));
 }
 
 }  // namespace tessera::models

@@ -19,6 +19,10 @@ namespace {
 namespace fs = std::filesystem;
 using tessera::ConfigError;
 using tessera::RunConfig;
+using tessera::LrScaling;
+using tessera::ReduceDtype;
+using tessera::field_index;
+using tessera::format_field_value;
 
 RunConfig parse(std::vector<std::string_view> args) { return tessera::parse_run_config(args); }
 
@@ -66,6 +70,24 @@ TEST_CASE("RunConfig defaults are valid and match the documented ones", "[config
   CHECK(cfg.threads == 0);
   CHECK(cfg.log_every == 1);
   CHECK(cfg.memory_every == 50);
+  CHECK(cfg.lr_scaling == LrScaling::none);
+  CHECK(cfg.reduce_dtype == ReduceDtype::fp32);
+  CHECK(cfg.wrap_blocks == "all");
+  CHECK(cfg.checkpoint_blocks == "all");
+}
+
+TEST_CASE("enum keys are parsed once, their legal values named in the error", "[config]") {
+  CHECK(parse({"lr_scaling=linear"}).lr_scaling == LrScaling::linear);
+  CHECK(parse({"reduce_dtype=bf16"}).reduce_dtype == ReduceDtype::bf16);
+  CHECK(parse({"reduce_dtype=fp16"}).reduce_dtype == ReduceDtype::fp16);
+  CHECK_THROWS_WITH(parse({"lr_scaling=sqrt"}), "lr_scaling=sqrt: must be one of none, linear");
+  CHECK_THROWS_WITH(parse({"reduce_dtype=fp8"}), "reduce_dtype=fp8: must be one of fp32, bf16, fp16");
+  CHECK_THROWS_WITH(parse({"lr_scaling=Linear"}), Catch::StartsWith("lr_scaling=Linear: must be one of"));
+  // Formatting gives back what parses: the table and --help show the names.
+  RunConfig cfg;
+  cfg.lr_scaling = LrScaling::linear;
+  CHECK(format_field_value(cfg, field_index<RunConfig>("lr_scaling")) == "linear");
+  CHECK(format_field_value(cfg, field_index<RunConfig>("reduce_dtype")) == "fp32");
 }
 
 // Setting every key at once also proves the name table is in the struct's field order.
@@ -157,11 +179,13 @@ TEST_CASE("each validation rule names key, value and what is allowed", "[config]
       {{"threads=-1"}, "threads=-1", ">= 0 (0 = the node's cores shared among its ranks)"},
       {{"log_every=0"}, "log_every=0", ">= 1"},
       {{"memory_every=0"}, "memory_every=0", ">= 1"},
+      {{"wrap_blocks=,"}, "wrap_blocks=,", "all, none, or name block types"},
+      {{"checkpoint_blocks="}, "checkpoint_blocks=", "all or name block types"},
       {{"model="}, "model=", "name one of the model family's presets"},
       {{"model_dir=" + tmp.missing()}, "model_dir=" + tmp.missing(), "not an existing directory"},
       {{"model_dir=" + tmp.file()}, "model_dir=" + tmp.file(), "not an existing directory"},
-      {{"data=" + tmp.missing()}, "data=" + tmp.missing(), "not an existing file"},
-      {{"data=" + tmp.dir()}, "data=" + tmp.dir(), "not an existing file"},
+      {{"data=" + tmp.missing()}, "data=" + tmp.missing(), "not an existing file or directory"},
+      {{"data=/dev/null"}, "data=/dev/null", "not an existing file or directory"},
       {{"metrics=" + tmp.missing() + "/m.jsonl"}, "metrics=" + tmp.missing() + "/m.jsonl",
        "parent directory " + tmp.missing() + " does not exist"},
       {{"save_dir=" + tmp.missing() + "/out/"}, "save_dir=" + tmp.missing() + "/out/",

@@ -106,3 +106,51 @@ TEST_CASE("UnitEngine: gradients flow back into a differentiable input of the pr
   CHECK_FALSE(engine.grad_slice(2).defined());
   engine.release_grads();
 }
+
+TEST_CASE("UnitEngine stage 3: units left out of the wrap are the root, gathered from first use to the end of "
+          "backward", "[engine][unit_engine][wrap]") {
+  // Units 0 and 2 (the "encoder" and the "vision tower", both trained here) form the root unless every unit is
+  // wrapped; unit 1 is a block of its own. Without prefetch, the gathered bytes after each call are exactly what
+  // the engine keeps: the root while it is held, nothing of a wrapped unit.
+  struct Case {
+    const char* name;
+    std::vector<bool> wrapped;
+    std::int64_t held;  // bytes gathered between calls of the forward
+  };
+  const std::int64_t unit = 16 * 4;
+  const Case c = GENERATE_COPY(Case{"every unit wrapped (no root)", {}, 0},
+                               Case{"root = units 0 and 2", {false, true, false}, 2 * unit},
+                               Case{"nothing wrapped: the whole model is the root", {false, false, false}, 3 * unit});
+  INFO(c.name);
+  ParamStore store(specs(), at::kFloat, c10::Device("cpu"), ShardLayout{1, 0, true});
+  store.initialize(0.5, 11);
+  ShardPlan plan;
+  plan.stage = 3;
+  plan.prefetch = false;
+  UnitEngine engine(store, plan, self_comms(), {{{0}, false}, {{2}, false}, {{1}, false}}, compute, {}, c.wrapped);
+  CHECK(engine.root_units().size() == static_cast<std::size_t>(c.held / unit));
+
+  const at::Tensor x = at::randn({3, 4}), z = at::randn({3, 4});
+  engine.begin_micro(true);
+  const at::Tensor e = engine.call(0, {x});
+  CHECK(engine.gathered_bytes() == c.held);
+  const at::Tensor f = engine.call(1, {z});
+  CHECK(engine.gathered_bytes() == c.held);
+  const at::Tensor loss = engine.call(2, {e, f}).pow(2).sum();
+  CHECK(engine.gathered_bytes() == c.held);
+  loss.backward();
+  CHECK(engine.gathered_bytes() == 0);  // the root is freed with the forward's last backward
+  engine.finish_gradients();
+
+  // The same gradients whatever the wrap: unit 2 now trains, so compare all three with plain autograd.
+  std::vector<at::Tensor> w;
+  for (std::size_t u = 0; u < 3; ++u)
+    w.push_back(store.unit_views(u, store.flat_param(u))[0].detach().clone().requires_grad_(true));
+  const at::Tensor e2 = at::tanh(at::linear(x, w[0]));
+  (at::tanh(at::linear(e2, w[1])) * at::tanh(at::linear(z, w[2])) + e2).pow(2).sum().backward();
+  for (std::size_t u = 0; u < 3; ++u) {
+    INFO("unit " << u);
+    CHECK(testing::max_rel_diff(engine.grad_slice(u).narrow(0, 0, 16).view({4, 4}), w[u].grad()) < 1e-5);
+  }
+  engine.release_grads();
+}

@@ -1,13 +1,15 @@
 // family_dump: one forward and backward of a model family on plain tensors (DirectRunner), written for
 // tests/reference/check_family_forward.py to compare with Hugging Face transformers on the same weights.
 //   family_dump FAMILY CONFIG.json OUT_DIR SEED [--perturb]
-// FAMILY is "llama" or "opt"; CONFIG.json a Hugging Face config.json that the family reads.
+// FAMILY is "llama", "opt" or "vit"; CONFIG.json a Hugging Face config.json that the family reads.
 // The weights: ParamStore::initialize(0.08, SEED) (wider than HF's 0.02, so that attention is far from
 // uniform), then every norm weight set to 1 + 0.2 N(0, 1) and every bias (ParamInit::zeros) to 0.1 N(0, 1), so
 // that they are tested too. Writes
 //   OUT_DIR/model/              config.json and model.safetensors (write_config, ParamStore::save)
 //   OUT_DIR/grads.safetensors   tokens, targets  I64 (2, 16)  drawn from SEED, token 1 (OPT's padding_idx) at
-//                                                              two places
+//                                                              two places (language models)
+//                               pixels           F32 (2, C, S, S), labels I64 (2,): N(0, 1) pixels and class ids
+//                                                              drawn from SEED (image classifiers)
 //                               loss             F32 (1,)      mean cross-entropy of logits against targets
 //                               <HF name>        F32           d loss / d parameter, for every parameter
 // --perturb: after saving, the computation uses the first bias (else the first norm weight) scaled by 1.01: the
@@ -29,11 +31,30 @@
 #include "tessera/models/direct_runner.hpp"
 #include "tessera/models/llama.hpp"
 #include "tessera/models/opt.hpp"
+#include "tessera/models/vit.hpp"
 
 namespace {
 
 constexpr double kInitStd = 0.08;
 constexpr std::int64_t kBatch = 2, kSeqLen = 16;
+
+using Named = std::vector<std::pair<std::string, at::Tensor>>;
+
+// The batch the family's forward takes, and its tensors as they are written.
+std::pair<tessera::models::TokenBatch, Named> make_batch(tessera::models::TokenSpec spec, at::Generator& gen) {
+  tessera::models::TokenBatch batch{at::randint(spec.vocab_size, {kBatch, kSeqLen}, gen, at::kLong),
+                                    at::randint(spec.vocab_size, {kBatch, kSeqLen}, gen, at::kLong)};
+  batch.inputs[0][3] = 1;
+  batch.inputs[1][0] = 1;
+  return {batch, {{"tokens", batch.inputs}, {"targets", batch.targets}}};
+}
+
+std::pair<tessera::models::ImageBatch, Named> make_batch(const tessera::models::ImageSpec& spec, at::Generator& gen) {
+  tessera::models::ImageBatch batch{
+      at::randn({kBatch, spec.channels, spec.image_size, spec.image_size}, gen, at::kFloat),
+      at::randint(spec.num_labels, {kBatch}, gen, at::kLong)};
+  return {batch, {{"pixels", batch.pixels}, {"labels", batch.labels}}};
+}
 
 template <class M>
 void dump(const std::filesystem::path& config_json, const std::filesystem::path& out, std::uint64_t seed,
@@ -78,20 +99,15 @@ void dump(const std::filesystem::path& config_json, const std::filesystem::path&
   for (auto& unit : leaves)
     for (at::Tensor& p : unit) p.requires_grad_(true);
 
-  at::Generator token_gen = at::make_generator<at::CPUGeneratorImpl>(seed + 2);
-  const std::int64_t vocab = M::vocab_size(config);
-  models::TokenBatch batch{at::randint(vocab, {kBatch, kSeqLen}, token_gen, at::kLong),
-                           at::randint(vocab, {kBatch, kSeqLen}, token_gen, at::kLong)};
-  batch.inputs[0][3] = 1;
-  batch.inputs[1][0] = 1;
+  at::Generator batch_gen = at::make_generator<at::CPUGeneratorImpl>(seed + 2);
+  auto [batch, tensors] = make_batch(M::data_spec(config), batch_gen);
 
   const typename M::Context ctx = M::make_context(config, kSeqLen, at::kFloat, c10::Device(c10::kCPU));
   models::DirectRunner<M> run(config, ctx, leaves);
   const at::Tensor loss = M::forward(config, run, batch);
   loss.backward();
 
-  std::vector<std::pair<std::string, at::Tensor>> tensors{
-      {"tokens", batch.inputs}, {"targets", batch.targets}, {"loss", loss.detach().reshape({1})}};
+  tensors.emplace_back("loss", loss.detach().reshape({1}));
   for (std::size_t u = 0; u < leaves.size(); ++u)
     for (std::size_t k = 0; k < leaves[u].size(); ++k) {
       const at::Tensor& g = leaves[u][k].grad();
@@ -105,7 +121,7 @@ void dump(const std::filesystem::path& config_json, const std::filesystem::path&
 int main(int argc, char** argv) {
   const bool perturb = argc == 6 && std::string_view(argv[5]) == "--perturb";
   if (argc != 5 && !perturb) {
-    std::fprintf(stderr, "usage: %s llama|opt CONFIG.json OUT_DIR SEED [--perturb]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s llama|opt|vit CONFIG.json OUT_DIR SEED [--perturb]\n", argv[0]);
     return 2;
   }
   const std::string_view family = argv[1];
@@ -115,8 +131,10 @@ int main(int argc, char** argv) {
       dump<tessera::models::Llama>(argv[2], argv[3], seed, perturb);
     else if (family == "opt")
       dump<tessera::models::Opt>(argv[2], argv[3], seed, perturb);
+    else if (family == "vit")
+      dump<tessera::models::Vit>(argv[2], argv[3], seed, perturb);
     else {
-      std::fprintf(stderr, "family_dump: family '%s' is not one of llama, opt\n", argv[1]);
+      std::fprintf(stderr, "family_dump: family '%s' is not one of llama, opt, vit\n", argv[1]);
       return 2;
     }
   } catch (const std::exception& e) {

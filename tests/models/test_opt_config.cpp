@@ -13,6 +13,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/models/direct_runner.hpp"
 #include "tessera/models/opt.hpp"
+#include "models/random_units.hpp"
 
 using namespace tessera;
 using namespace tessera::models;
@@ -35,16 +36,6 @@ OptConfig small(bool pre_ln, std::int64_t word_dim, bool tied) {
   c.do_layer_norm_before = pre_ln;
   c.tie_word_embeddings = tied;
   return c;
-}
-
-std::vector<std::vector<at::Tensor>> random_units(const OptConfig& c) {
-  std::vector<std::vector<at::Tensor>> units(Opt::units(c).size());
-  for (const ParamSpec& s : Opt::parameters(c)) {
-    at::Tensor t = at::randn(s.shape) * (s.init == ParamInit::ones ? 0.1 : 0.05);
-    if (s.init == ParamInit::ones) t += 1.0;
-    units.at(s.unit).push_back(t.requires_grad_(true));
-  }
-  return units;
 }
 
 }  // namespace
@@ -118,7 +109,7 @@ TEST_CASE("OPT forward on plain tensors: a finite loss near log(vocab) in every 
         const auto ctx = Opt::make_context(c, 8, at::kFloat, c10::Device("cpu"));
         CHECK(ctx.positions[0].item<std::int64_t>() == 2);
         CHECK(ctx.positions[7].item<std::int64_t>() == 9);
-        auto units = random_units(c);
+        auto units = testing::random_units<Opt>(c);
         DirectRunner<Opt> run(c, ctx, units);
         TokenBatch batch{at::randint(c.vocab_size, {2, 8}, at::kLong), at::randint(c.vocab_size, {2, 8}, at::kLong)};
         batch.inputs[0][0] = c.pad_token_id;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""One forward and backward of a tessera model family (models/llama.hpp, models/opt.hpp) against Hugging Face
-transformers on the same weights and tokens: the loss and the gradient of every parameter.
+"""One forward and backward of a tessera model family (models/llama.hpp, models/opt.hpp, models/vit.hpp) against
+Hugging Face transformers on the same weights and inputs: the loss and the gradient of every parameter.
 
 family_dump (tests/models/family_dump.cpp) builds the family's parameters from a seed (norm weights and biases
 perturbed away from 1 and 0 so that they are tested), saves them as a Hugging Face directory with the family's
@@ -9,7 +9,9 @@ among them), runs the family's forward program on plain tensors (DirectRunner) a
 parameter's gradient. Here transformers' AutoModelForCausalLM.from_pretrained loads that directory (fp32,
 attn_implementation "sdpa"; every tensor of the file used and none missing), computes the logits of the same
 tokens, the mean cross-entropy of the logits against the given targets over all positions in fp32 (tessera's
-convention; transformers' own labels= would shift them once more), and backward.
+convention; transformers' own labels= would shift them once more), and backward. For ViT (--family vit) the
+inputs are N(0, 1) pixels and class ids, the model AutoModelForImageClassification, the loss the mean cross-entropy
+of the logits against the class ids (what its labels= computes).
 
 Checks: the loss within --tol relative; for every parameter, max |tessera - transformers| <= --tol * max
 |transformers' gradient| of that tensor; the same parameter names on both sides. A gradient that is zero in exact
@@ -17,7 +19,7 @@ arithmetic holds only rounding noise, which no relative tolerance fits (attentio
 by the same vector adds one constant to each query's scores, which softmax ignores): a tensor whose max |gradient|
 is below ZERO (1e-6) of the model's largest is checked to be below that on both sides instead.
 
-usage: check_family_forward.py FAMILY_DUMP --family llama|opt --config JSON [--seed S] [--tol 1e-5]
+usage: check_family_forward.py FAMILY_DUMP --family llama|opt|vit --config JSON [--seed S] [--tol 1e-5]
                                [--perturb --expect-mismatch]
 JSON holds the config.json keys (model_type defaults to the family). --perturb makes family_dump compute with one
 bias (Llama: one norm weight) scaled by 1.01 after saving: a negative control, which must see a mismatch. Exit 0
@@ -27,6 +29,7 @@ when every check passes, 1 when one fails, 2 when family_dump or transformers' l
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -37,17 +40,39 @@ import torch.nn.functional as F
 
 warnings.filterwarnings("ignore")
 from safetensors.torch import load_file  # noqa: E402
-from transformers import AutoModelForCausalLM  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoModelForImageClassification  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
-META = ("tokens", "targets", "loss")
+META = ("tokens", "targets", "pixels", "labels", "loss")
 ZERO = 1e-6
+
+# transformers 5 loads ViT checkpoints (whose tensor names tessera writes, as save_pretrained still does) into
+# renamed modules; the same renames map tessera's names onto the loaded model's parameters.
+RENAMES = [
+    (re.compile(r"^vit\.encoder\.layer\.(\d+)\.attention\.attention\.(query|key|value)\."),
+     lambda m: f"vit.layers.{m[1]}.attention.{m[2][0]}_proj."),
+    (re.compile(r"^vit\.encoder\.layer\.(\d+)\.attention\.output\.dense\."), lambda m: f"vit.layers.{m[1]}.attention.o_proj."),
+    (re.compile(r"^vit\.encoder\.layer\.(\d+)\.intermediate\.dense\."), lambda m: f"vit.layers.{m[1]}.mlp.fc1."),
+    (re.compile(r"^vit\.encoder\.layer\.(\d+)\.output\.dense\."), lambda m: f"vit.layers.{m[1]}.mlp.fc2."),
+    (re.compile(r"^vit\.encoder\.layer\.(\d+)\.layernorm_"), lambda m: f"vit.layers.{m[1]}.layernorm_"),
+]
+
+
+def loaded_name(name, theirs):
+    """tessera's (checkpoint) name as the loaded model calls the parameter."""
+    if name in theirs:
+        return name
+    for pattern, repl in RENAMES:
+        renamed = pattern.sub(repl, name, count=1)
+        if renamed != name:
+            return renamed
+    return name
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dump")
-    ap.add_argument("--family", required=True, choices=["llama", "opt"])
+    ap.add_argument("--family", required=True, choices=["llama", "opt", "vit"])
     ap.add_argument("--config", required=True, help="config.json keys as one JSON object")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--tol", type=float, default=1e-5)
@@ -70,7 +95,8 @@ def main():
             return 2
         ours = load_file(os.path.join(out, "grads.safetensors"))
         try:
-            model, info = AutoModelForCausalLM.from_pretrained(
+            auto = AutoModelForImageClassification if a.family == "vit" else AutoModelForCausalLM
+            model, info = auto.from_pretrained(
                 os.path.join(out, "model"), dtype=torch.float32, attn_implementation="sdpa", output_loading_info=True)
         except Exception as e:  # noqa: BLE001: any loading failure is tessera's file at fault
             print(f"ERROR: transformers cannot load the directory family_dump saved: {e}")
@@ -89,16 +115,21 @@ def main():
 
 def compare(model, ours, tol):
     model.eval()  # no dropout; tessera computes none
-    tokens, targets = ours["tokens"], ours["targets"]
-    logits = model(input_ids=tokens).logits
-    loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    if "pixels" in ours:
+        logits = model(pixel_values=ours["pixels"]).logits
+        loss = F.cross_entropy(logits.float(), ours["labels"])
+    else:
+        logits = model(input_ids=ours["tokens"]).logits
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ours["targets"].reshape(-1))
     loss.backward()
     mine = float(ours["loss"][0])
     loss_rel = abs(mine - loss.item()) / abs(loss.item())
     ok = loss_rel <= tol
     print(f"{type(model).__name__}: loss tessera {mine:.8f}, transformers {loss.item():.8f}, "
           f"relative difference {loss_rel:.2e} (tolerance {tol:g})")
-    theirs = dict(model.named_parameters())  # a tied lm_head appears once, as the embedding
+    loaded = dict(model.named_parameters())  # a tied lm_head appears once, as the embedding
+    ours = {loaded_name(k, loaded) if k not in META else k: v for k, v in ours.items()}
+    theirs = loaded
     names_ours = set(ours) - set(META)
     if names_ours != set(theirs):
         print(f"parameter names differ: only tessera {sorted(names_ours - set(theirs))}, "

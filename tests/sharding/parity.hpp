@@ -57,7 +57,8 @@ RunResult reference(RunConfig cfg, std::int64_t steps) {
   using Ref = ExperimentSpec<typename Exp::model, NoShard, typename Exp::precision, typename Exp::checkpointing,
                              typename Exp::optimizer, NoOffload, typename Exp::adapter>;
   cfg.batch_size *= world_size();
-  cfg.lr_scaling = "none";
+  cfg.lr_scaling = LrScaling::none;
+  cfg.wrap_blocks = "all";  // NoShard has no FSDP units
   SoloScope solo;
   return train<Ref>(cfg, steps);
 }

@@ -49,3 +49,12 @@ TEST_CASE("Opt: Ddp with Lora on q_proj, v_proj", "[sharding][opt][lora]") {
   cfg.lr = 1e-3;
   check_against_reference<Experiment<models::Opt, Ddp, Lora>>(cfg, 5e-5);
 }
+
+TEST_CASE("Opt: FullShard without auto-wrap, OPTDecoderLayer blocks checkpointed by type", "[sharding][opt][wrap]") {
+  // wrap_blocks=none: the whole model is one root unit, gathered once per step; checkpoint_blocks names the
+  // family's block type (the seeds' act_ckpt on an OPT language model).
+  RunConfig cfg = parity_run();
+  cfg.wrap_blocks = "none";
+  cfg.checkpoint_blocks = "OPTDecoderLayer";
+  check_against_reference<Experiment<models::Opt, FullShard, CheckpointEveryBlock>>(cfg, 1e-5);
+}

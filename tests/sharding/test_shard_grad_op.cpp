@@ -16,6 +16,13 @@ TEST_CASE("ShardGradOp with gradient accumulation: reduce-scattered every micro-
   check_against_reference<Zero2Fp32>(parity_run(2, 2), 1e-5);
 }
 
+TEST_CASE("ShardGradOp without auto-wrap: the root's gradients reduced together, with accumulation",
+          "[sharding][zero2][wrap]") {
+  RunConfig cfg = parity_run(2, 2);
+  cfg.wrap_blocks = "none";
+  check_against_reference<Experiment<models::Llama, ShardGradOp>>(cfg, 1e-5);
+}
+
 TEST_CASE("ShardGradOp keeps 1/W of the gradients between backward and the optimizer step", "[sharding][zero2][memory]") {
   Trainer<Zero2Fp32> t(parity_run(), quiet());
   const std::int64_t w = world_size();

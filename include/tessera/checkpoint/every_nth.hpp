@@ -1,6 +1,7 @@
 #pragma once
 // defines: tessera::CheckpointEveryNth<N>, tessera::CheckpointEveryBlock.
-// Blocks 0, N, 2N, ... (the family's repeated blocks, counted in call order) are checkpointed: they keep only
+// Blocks 0, N, 2N, ... (the family's repeated blocks of the types checkpoint_blocks names, by default all,
+// counted in call order) are checkpointed: they keep only
 // their inputs in forward and run forward again inside backward. N = 1 checkpoints every block (the seeds'
 // act_ckpt=True); larger N trades memory back for speed.
 #include <array>

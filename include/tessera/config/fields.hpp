@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <boost/pfr/core.hpp>
@@ -28,6 +29,12 @@ struct FieldDoc {
   std::string_view meaning;
 };
 
+// An enum field type E is spelled by config_enum<E>, specialized next to E:
+//   static constexpr std::array<std::pair<E, std::string_view>, N> values = {{{E::a, "a"}, ...}};
+// so that its legal values are parsed once, at the command line, and named in the error.
+template <class E>
+struct config_enum;
+
 // Specialize per config struct with, in the struct's field order:
 //   static constexpr std::string_view title = "...";        // first line of the table
 //   static constexpr std::array<FieldDoc, N> docs = {...};  // one entry per field
@@ -38,6 +45,9 @@ namespace detail {
 
 template <class>
 inline constexpr bool kUnsupportedField = false;
+
+template <class F>
+concept ConfigEnum = std::is_enum_v<F> && requires { config_enum<F>::values; };
 
 template <class F>
 struct is_optional : std::false_type {};
@@ -128,13 +138,20 @@ F parse_value(std::string_view key, std::string_view value, std::string_view or_
     return parse_number<std::int64_t>(key, value, "expected an integer" + std::string(or_none));
   } else if constexpr (std::is_same_v<F, double>) {
     return parse_number<double>(key, value, "expected a number" + std::string(or_none));
+  } else if constexpr (ConfigEnum<F>) {
+    std::string allowed;
+    for (const auto& [e, name] : config_enum<F>::values) {
+      if (name == value) return e;
+      allowed += (allowed.empty() ? "" : ", ") + std::string(name);
+    }
+    throw_bad_value(key, value, "must be one of " + allowed);
   } else if constexpr (is_optional<F>::value) {
     if (value == "none") return F{};
     return F{parse_value<typename F::value_type>(key, value, " or none")};
   } else {
     static_assert(kUnsupportedField<F>,
-                  "config fields may be std::string, bool, std::int64_t, double, or optional "
-                  "double/int64_t");
+                  "config fields may be std::string, bool, std::int64_t, double, an enum with a config_enum<E> "
+                  "table, or optional double/int64_t");
   }
 }
 
@@ -151,6 +168,10 @@ std::string format_value(const F& value) {
     std::array<char, 32> buf{};  // shortest round-trip form: 1e-3 prints as 0.001, not 0.001000
     const auto [ptr, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), value);
     return std::string(buf.data(), ec == std::errc{} ? ptr : buf.data());
+  } else if constexpr (ConfigEnum<F>) {
+    for (const auto& [e, name] : config_enum<F>::values)
+      if (e == value) return std::string(name);
+    return "?";
   } else if constexpr (is_optional<F>::value) {
     return value ? format_value(*value) : "none";
   } else {

@@ -12,6 +12,22 @@
 
 namespace tessera {
 
+// lr_scaling: none keeps lr; linear multiplies it by the number of ranks (their batches add up to one step).
+enum class LrScaling { none, linear };
+template <>
+struct config_enum<LrScaling> {
+  static constexpr std::array<std::pair<LrScaling, std::string_view>, 2> values{
+      {{LrScaling::none, "none"}, {LrScaling::linear, "linear"}}};
+};
+
+// reduce_dtype: the dtype gradients are averaged across ranks in.
+enum class ReduceDtype { fp32, bf16, fp16 };
+template <>
+struct config_enum<ReduceDtype> {
+  static constexpr std::array<std::pair<ReduceDtype, std::string_view>, 3> values{
+      {{ReduceDtype::fp32, "fp32"}, {ReduceDtype::bf16, "bf16"}, {ReduceDtype::fp16, "fp16"}}};
+};
+
 // Field order is the order of --help and of the printed table; keep config_fields below in step.
 struct RunConfig {
   std::string model = "tiny";
@@ -19,7 +35,7 @@ struct RunConfig {
   std::string data;
   std::int64_t seq_len = 256;
   double lr = 1e-3;
-  std::string lr_scaling = "none";
+  LrScaling lr_scaling = LrScaling::none;
   std::int64_t batch_size = 8;
   std::int64_t accumulate_grad_batches = 1;
   std::int64_t max_epochs = 1;
@@ -32,13 +48,15 @@ struct RunConfig {
   std::string save_dir;
   double bucket_cap_mb = 25.0;
   std::int64_t shard_group_size = 0;
-  std::string reduce_dtype = "fp32";
+  ReduceDtype reduce_dtype = ReduceDtype::fp32;
+  std::string wrap_blocks = "all";
   std::int64_t lora_r = 16;
   double lora_alpha = 32.0;
   double lora_dropout = 0.05;
   std::string lora_targets = "q_proj,v_proj";
   std::string adapter;
   bool merge_adapter = false;
+  std::string checkpoint_blocks = "all";
   std::string device = "auto";
   std::int64_t threads = 0;
   std::int64_t log_every = 1;
@@ -48,14 +66,15 @@ struct RunConfig {
 template <>
 struct config_fields<RunConfig> {
   static constexpr std::string_view title = "run config";
-  static constexpr std::array<FieldDoc, 29> docs{{
+  static constexpr std::array<FieldDoc, 31> docs{{
       {"model",
        "model preset of the experiment's model family (--help lists them, e.g. tiny); ignored when model_dir "
        "is set"},
       {"model_dir",
        "Hugging Face model dir of the experiment's family (config.json + model.safetensors or its .index.json); "
        "empty = build the model preset"},
-      {"data", "token file: nanoGPT uint16 .bin or llm.c headered .bin; empty = synthetic tokens"},
+      {"data", "language models: a token file (nanoGPT uint16 .bin or llm.c headered .bin); image models: a directory "
+               "of images (labels.jsonl, or one directory per class); empty = synthetic data of the family's kind"},
       {"seq_len", "tokens per training row (context length), >= 2"},
       {"lr", "learning rate, > 0 (before lr_scaling)"},
       {"lr_scaling", "none, or linear: multiply lr by the number of ranks (the batch grows with them)"},
@@ -74,6 +93,11 @@ struct config_fields<RunConfig> {
       {"shard_group_size",
        "HybridShard: ranks per shard group, dividing the number of ranks; 0 = the ranks of one node"},
       {"reduce_dtype", "dtype gradients are averaged across ranks in: fp32, bf16 or fp16"},
+      {"wrap_blocks",
+       "ShardGradOp/FullShard/HybridShard: the FSDP units, as Lightning's auto_wrap_policy: comma-separated block "
+       "types (e.g. LlamaDecoderLayer) or module names (by suffix, e.g. embed_tokens) that each become a unit; "
+       "all = every block type of the family; none = no unit but the root. Everything not wrapped is the root unit, "
+       "gathered from its first call until the end of backward"},
       {"lora_r", "Lora/QLora: adapter rank r >= 1 (with adapter=DIR its adapter_config.json sets r, lora_alpha and "
                  "the targets; lora_r, lora_alpha, lora_targets may then only repeat them)"},
       {"lora_alpha", "Lora/QLora: adapter scaling numerator, > 0; the adapter path is scaled by lora_alpha / lora_r"},
@@ -85,6 +109,9 @@ struct config_fields<RunConfig> {
       {"merge_adapter",
        "Lora/QLora: true = save_dir gets the base with the adapters merged in (a Hugging Face model dir); "
        "false = save_dir gets the adapters as a PEFT dir"},
+      {"checkpoint_blocks",
+       "CheckpointEveryNth: the block types the policy counts and checkpoints (comma-separated, e.g. "
+       "Blip2QFormerLayer,OPTDecoderLayer), as Lightning's activation_checkpointing_policy; all = every block type"},
       {"device", "auto (cuda if available, else cpu), cpu, cuda or cuda:N (N = GPU index)"},
       {"threads", "CPU threads for intra-op parallelism per rank; 0 = the node's cores shared among its ranks"},
       {"log_every", "print a step line every N steps"},

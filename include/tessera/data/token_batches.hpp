@@ -1,7 +1,6 @@
 #pragma once
 // defines: tessera::data::TokenBatches, the data of the causal language models (families whose Batch is
 // models::TokenBatch): data= token file or the synthetic stream, read in BatchOrder's rank-independent row order.
-// DataFor<Batch> names the data class a family's batch type takes.
 #include <c10/core/Device.h>
 
 #include <cstdint>
@@ -20,7 +19,7 @@ class TokenBatches {
   // data= file, or the synthetic stream (num_train_samples rows, 512 when -1, of seq_len tokens, plus one).
   // Refuses a token id >= vocab_size (ConfigError naming the file, the id and the vocab size), and what
   // BatchOrder refuses (too few tokens for one step, ...).
-  TokenBatches(const RunConfig& cfg, std::int64_t vocab_size, std::int64_t world_size);
+  TokenBatches(const RunConfig& cfg, models::TokenSpec spec, std::int64_t world_size);
 
   // Rank `rank`'s rows of micro-step `micro` of step `step`: (B, T) int64 inputs and targets on `device`.
   models::TokenBatch batch(std::int64_t step, std::int64_t micro, std::int64_t rank, c10::Device device) const;
@@ -37,16 +36,6 @@ class TokenBatches {
   std::unique_ptr<TokenSource> tokens_;  // BatchOrder points at it: it must not move
   std::unique_ptr<BatchOrder> order_;
   std::int64_t total_steps_, tokens_per_step_;
-};
-
-template <class Batch>
-struct DataFor {
-  static_assert(sizeof(Batch) == 0, "tessera: no data source reads this family's Batch type; families use "
-                                    "models::TokenBatch (data/token_batches.hpp)");
-};
-template <>
-struct DataFor<models::TokenBatch> {
-  using type = TokenBatches;
 };
 
 }  // namespace tessera::data

@@ -24,11 +24,16 @@ std::string Trainer<Exp>::describe() const {
   std::string sharding = std::string(Sharding::name) + " (ZeRO stage " + std::to_string(stage) + ")";
   if constexpr (stage <= 1) sharding += ", " + std::to_string(engine_.num_buckets()) + " gradient bucket(s)";
   if constexpr (stage >= 1) sharding += ", shard group of " + std::to_string(group_size_) + " rank(s)";
+  if constexpr (stage >= 2) {
+    const std::size_t root = engine_.root_units().size();
+    sharding += ", " + std::to_string(units_.size() - root) + " wrapped unit(s) + a root of " + std::to_string(root) +
+                " (wrap_blocks=" + cfg_.wrap_blocks + ")";
+  }
   row("sharding", sharding);
   row("precision", std::string(Precision::name));
   row("checkpointing", std::string(Checkpointing::name));
   row("optimizer", std::string(Optimizer::name) + " (lr " + std::to_string(lr()) + " after lr_scaling=" +
-                       cfg_.lr_scaling + ", weight_decay " + std::to_string(weight_decay()) + ")");
+                       detail::format_value(cfg_.lr_scaling) + ", weight_decay " + std::to_string(weight_decay()) + ")");
   if constexpr (trains_adapters) {
     const LoraSettings& lora = adapters_.settings();
     std::string targets;

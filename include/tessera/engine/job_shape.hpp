@@ -15,8 +15,8 @@
 
 namespace tessera {
 
-// reduce_dtype=fp32|bf16|fp16 as a dtype (ConfigError for anything else).
-c10::ScalarType reduce_dtype_of(const std::string& name);
+// reduce_dtype as a torch dtype.
+c10::ScalarType reduce_dtype_of(ReduceDtype dtype);
 
 // Ranks per shard group for a policy in a job, or ConfigError saying why the job does not suit it.
 // The same on every rank (it depends on the config and the job's shape only), so all ranks refuse together.

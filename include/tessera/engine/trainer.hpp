@@ -27,8 +27,10 @@
 #include "tessera/config/run_config.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/partial_files.hpp"
-#include "tessera/data/token_batches.hpp"
+#include "tessera/checkpoint/no_checkpoint.hpp"
+#include "tessera/data/data_for.hpp"
 #include "tessera/engine/adapter_runtime.hpp"
+#include "tessera/engine/block_selection.hpp"
 #include "tessera/engine/job.hpp"
 #include "tessera/engine/job_shape.hpp"
 #include "tessera/engine/memory_probe.hpp"
@@ -86,7 +88,7 @@ class Trainer {
                                       : Model::read_config(std::filesystem::path(cfg_.model_dir) / "config.json")),
         units_(Model::units(model_)),
         weights_(open_weights(cfg_, model_)),
-        data_(cfg_, Model::vocab_size(model_), runtime_.world_size),
+        data_(cfg_, Model::data_spec(model_), runtime_.world_size),
         adapters_(cfg_, model_, weights_, runtime_.device),
         store_(adapters_.store_specs(), store_dtype, offloads_parameters ? c10::Device(c10::kCPU) : runtime_.device,
                ShardLayout{group_size_, place_.rank % group_size_, stage == 3},
@@ -97,7 +99,7 @@ class Trainer {
                 [this](std::size_t c, std::span<const at::Tensor> inputs, const std::vector<std::vector<at::Tensor>>& p) {
                   return adapters_.compute(context_, c, inputs, p, position_);
                 },
-                frozen_units()),
+                frozen_units(), wrapped()),
         reporter_(cfg_.metrics.empty() || runtime_.rank != 0 ? MetricsWriter() : MetricsWriter(cfg_.metrics),
                   ReportOptions{report.print && runtime_.rank == 0, cfg_.log_every, report.print_config}),
         probe_(cfg_.memory_every, runtime_, reporter_),
@@ -118,7 +120,9 @@ class Trainer {
   std::int64_t shard_group_size() const { return group_size_; }
   std::int64_t tokens_per_step() const { return data_.tokens_per_step(); }
   // The learning rate in use: lr, times the number of ranks under lr_scaling=linear.
-  double lr() const { return cfg_.lr * (cfg_.lr_scaling == "linear" ? static_cast<double>(runtime_.world_size) : 1.0); }
+  double lr() const {
+    return cfg_.lr * (cfg_.lr_scaling == LrScaling::linear ? static_cast<double>(runtime_.world_size) : 1.0);
+  }
   double weight_decay() const { return cfg_.weight_decay.value_or(Optimizer::default_weight_decay); }
   const LossScaler& loss_scaler() const { return update_.scaler(); }
   const std::vector<memory::MemorySnapshot>& snapshots() const { return probe_.snapshots(); }
@@ -211,17 +215,36 @@ class Trainer {
     return engine_;
   }
 
-  // The family's calls, each checkpointed when it runs a repeated block that the policy picks (the k-th block
-  // call is block k).
+  // The family's calls, each checkpointed when it runs a block of a type checkpoint_blocks names and the policy
+  // picks it (the k-th such call is block k).
   std::vector<UnitCall> unit_calls() const {
+    if constexpr (std::is_same_v<Checkpointing, NoCheckpoint>)
+      if (cfg_.checkpoint_blocks != "all")
+        throw ConfigError("checkpoint_blocks=" + cfg_.checkpoint_blocks +
+                          ": this experiment checkpoints nothing (NoCheckpoint); build it with CheckpointEveryBlock "
+                          "or CheckpointEveryNth<N>, or leave checkpoint_blocks=all");
+    const std::vector<bool> counted = checkpointed_blocks(cfg_.checkpoint_blocks, units_, Model::name);
     std::vector<UnitCall> out;
     std::size_t block = 0;
     for (const models::CallInfo& c : Model::calls(model_)) {
-      const bool is_block = !c.units.empty() && c.units[0] < units_.size() && units_[c.units[0]].is_block();
+      const bool is_block = !c.units.empty() && c.units[0] < units_.size() && counted[c.units[0]];
       out.push_back(UnitCall{c.units, is_block && Checkpointing::checkpointed(block)});
       if (is_block) ++block;
     }
     return out;
+  }
+
+  // Stages 2/3: which units are FSDP units of their own (wrap_blocks); the others are the root.
+  std::vector<bool> wrapped() const {
+    if constexpr (stage >= 2) {
+      return wrapped_units(cfg_.wrap_blocks, units_, Model::name);
+    } else {
+      if (cfg_.wrap_blocks != "all")
+        throw ConfigError("wrap_blocks=" + cfg_.wrap_blocks + ": FSDP units exist under ShardGradOp, FullShard and "
+                          "HybridShard only, and this experiment's sharding is " + std::string(Sharding::name) +
+                          "; leave wrap_blocks=all");
+      return {};
+    }
   }
 
   // The family's frozen units; none under an adapter (the adapters are what trains, wherever they sit).

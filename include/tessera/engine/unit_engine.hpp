@@ -29,6 +29,11 @@
 // device); gathered buffers, gradients and the anchor live on plan.device.
 // Frozen units (and units with no parameters) have no gradients, no bucket and no update; a call whose units
 // are all frozen and whose inputs need no gradient runs without a graph and without the node.
+// Stages 2/3 and auto-wrap: a unit that is not `wrapped` belongs to the root unit, as the modules that FSDP's
+// auto_wrap_policy leaves to the root do. Stage 3 gathers the root's units together at the first call that needs
+// one of them and keeps them until the forward's last call has run its backward (FSDP keeps the root unsharded
+// between forward and backward); its units' gradients are reduce-scattered together once all of them are complete.
+// With every unit wrapped (the default) there is no root: each unit is gathered and reduced on its own.
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
@@ -72,9 +77,10 @@ class UnitEngine final : public models::CallRunner {
   using CallFn = std::function<at::Tensor(std::size_t call, std::span<const at::Tensor> inputs,
                                           const std::vector<std::vector<at::Tensor>>& params)>;
 
-  // frozen[u]: unit u is never trained (empty: none is).
+  // frozen[u]: unit u is never trained (empty: none is). wrapped[u]: unit u is an FSDP unit of its own, else
+  // part of the root (empty: every unit is wrapped; only stages 2/3 read it).
   UnitEngine(ParamStore& store, ShardPlan plan, UnitComms comms, std::vector<UnitCall> calls, CallFn fn,
-             std::vector<bool> frozen = {});
+             std::vector<bool> frozen = {}, std::vector<bool> wrapped = {});
   UnitEngine(const UnitEngine&) = delete;
   UnitEngine& operator=(const UnitEngine&) = delete;
 
@@ -109,6 +115,8 @@ class UnitEngine final : public models::CallRunner {
   std::int64_t grad_bytes() const;      // gradient buffers alive now (buckets or shards, plus full unit grads)
   std::int64_t gathered_bytes() const;  // stage 3: gathered unit buffers alive now
   std::size_t num_buckets() const { return buckets_.size(); }
+  // Stages 2/3: the units of the root (those not wrapped), in unit order; empty when every unit is wrapped.
+  const std::vector<std::size_t>& root_units() const { return root_; }
   const UnitComms& comms() const { return comms_; }
   const ShardPlan& plan() const { return plan_; }
 
@@ -154,6 +162,10 @@ class UnitEngine final : public models::CallRunner {
   void prefetch_call(std::size_t c);
   void unit_complete(std::size_t unit);
   void drain_scatters(std::size_t keep);
+  void hold_root(std::size_t c);
+  void drop_root();
+  void root_unit_complete();
+  void flush_root();
   void add_to_shard(std::size_t unit, at::Tensor reduced);
   void grad_ready(std::size_t unit) {
     if (grad_ready_) grad_ready_(unit);
@@ -174,6 +186,15 @@ class UnitEngine final : public models::CallRunner {
   c10::ScalarType grad_dtype_;
   std::vector<int> uses_;       // calls using each unit
   std::vector<int> uses_left_;  // of those, still to run their backward this micro-step
+  int open_calls_ = 0;          // calls whose forward ran through the node and whose backward has not
+
+  // The root (stages 2/3): its units, which units are in it, whether stage 3 holds it gathered, and how many of
+  // its trainable units are still to complete their backward this micro-step.
+  std::vector<std::size_t> root_;
+  std::vector<bool> in_root_;
+  bool root_held_ = false;
+  std::size_t root_left_ = 0;
+  std::size_t root_trainable_ = 0;
   bool last_micro_ = true;
   bool has_grads_ = false;
 

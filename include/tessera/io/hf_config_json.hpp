@@ -32,11 +32,33 @@ class HfConfigJson {
   std::string string_or(const char* key, std::string fallback) const;
   // FormatError "<file>: "<key>" must be <wanted>, got <type> <excerpt>".
   FormatError wrong(std::string_view key, std::string_view wanted, const nlohmann::json& value) const;
+  // `config` after config.validate(where()), whose ConfigError becomes a FormatError: the file is at fault, not a
+  // setting.
+  template <class Config>
+  Config checked(Config config) const {
+    try {
+      config.validate(where_);
+    } catch (const ConfigError& e) {
+      throw FormatError(e.what());
+    }
+    return config;
+  }
 
  private:
   std::string where_;
   nlohmann::json j_;
 };
+
+// Writes a family's config.json text (and a final newline) to `path`; Error naming the file when it cannot.
+void write_config_json(const std::filesystem::path& path, const std::string& text);
+
+// The names of `table`'s presets, in table order (a family's preset_names()).
+template <class Config, std::size_t N>
+std::array<std::string_view, N> preset_names(const std::array<std::pair<std::string_view, Config>, N>& table) {
+  std::array<std::string_view, N> names{};
+  for (std::size_t i = 0; i < N; ++i) names[i] = table[i].first;
+  return names;
+}
 
 // The preset called `name` in `table` (pairs of name and config); ConfigError "model=<name>: no such preset;
 // choose one of ..., or set model_dir= to a Hugging Face <family> directory" otherwise.

@@ -4,10 +4,13 @@
 //   CallInfo     one call of the forward program: which units it reads
 //   CallWeights  the parameters a call sees (per unit, in spec order) and how its linear layers are computed
 //   CallRunner   what a family's forward() runs its calls through (the engine; a plain runner in tests)
-//   TokenBatch   the batch of the causal language models
+//   TokenBatch   the batch of the causal language models, TokenSpec what its data checks against the model
+//   ImageBatch   the batch of image classifiers, ImageSpec how its images are prepared for the model
 #include <ATen/ATen.h>
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -20,6 +23,14 @@ struct UnitInfo {
   bool frozen = false;     // never trained: no gradient, no optimizer state, no gradient bucket
   bool is_block() const { return !block_type.empty(); }
 };
+
+// PEFT's target_modules rule, used wherever a setting names modules: `target` names `module` when it is the
+// whole path or its last dot-separated parts ("q_proj" names "model.layers.0.self_attn.q_proj").
+inline bool module_matches(const std::string& module, const std::string& target) {
+  return module == target ||
+         (module.size() > target.size() && module.compare(module.size() - target.size(), target.size(), target) == 0 &&
+          module[module.size() - target.size() - 1] == '.');
+}
 
 struct CallInfo {
   std::vector<std::size_t> units;  // the units whose parameters the call reads, its own unit first
@@ -60,6 +71,31 @@ class CallRunner {
 struct TokenBatch {
   at::Tensor inputs;
   at::Tensor targets;
+};
+// What the token data must know of the model (a family's data_spec for TokenBatch): ids must be below vocab_size.
+struct TokenSpec {
+  std::int64_t vocab_size = 0;
+};
+
+// Image classification: pixels (B, C, S, S) fp32, already normalized as the model's image processor does, and
+// class ids (B,) int64, on the compute device.
+struct ImageBatch {
+  at::Tensor pixels;
+  at::Tensor labels;
+};
+// How images are resized to image_size when their size differs (the image processor's `resample`).
+enum class Resample { bilinear, bicubic };
+// What the image data must know of the model (a family's data_spec for ImageBatch): the image shape, the number of
+// classes, and the image processor's defaults (preprocessor_config.json in model_dir overrides mean, std and
+// resample, as transformers' AutoImageProcessor reads them).
+struct ImageSpec {
+  std::int64_t channels = 3;
+  std::int64_t image_size = 224;
+  std::int64_t num_labels = 0;
+  std::array<double, 3> mean{0.5, 0.5, 0.5};
+  std::array<double, 3> std{0.5, 0.5, 0.5};
+  Resample resample = Resample::bilinear;
+  std::int64_t positions = 0;  // sequence positions one image becomes (patches + CLS): the step's "tokens"
 };
 
 }  // namespace tessera::models

@@ -39,7 +39,7 @@ struct Llama {
   static void write_config(const std::filesystem::path& config_json, const Config& config, std::string_view dtype) {
     write_llama_config(config_json, config, dtype);
   }
-  static std::int64_t vocab_size(const Config& config) { return config.vocab_size; }
+  static TokenSpec data_spec(const Config& config) { return TokenSpec{config.vocab_size}; }
 
   // Units: 0 = embed_tokens, 1..L = LlamaDecoderLayer blocks, L+1 = final norm (+ lm_head).
   static std::vector<ParamSpec> parameters(const Config& config);

@@ -10,7 +10,8 @@
 //   parameters(config) -> vector<ParamSpec>   every tensor, HF names, each tagged with its unit
 //   units(config) -> vector<UnitInfo>         per unit: module path, block type, frozen
 //   calls(config) -> vector<CallInfo>         the calls of the forward program, in order
-//   Batch, vocab_size(config)                 what one micro-batch is (TokenBatch: token ids)
+//   Batch, data_spec(config)                  what one micro-batch is (TokenBatch: token ids; ImageBatch: images)
+//                                             and what its data needs of the model (TokenSpec, ImageSpec)
 //   Context, make_context(config, seq_len, compute_dtype, device)   tables built once per run (rotary, ...)
 //   compute(config, ctx, call, CallWeights, inputs) -> Tensor       what one call computes
 //   forward(config, CallRunner&, batch) -> Tensor                   the program: calls in order, the loss
@@ -63,7 +64,7 @@ concept has_program = named<M> && requires(const typename M::Config& c, CallRunn
                                            std::span<const at::Tensor> inputs) {
   typename M::Batch;
   typename M::Context;
-  { M::vocab_size(c) } -> std::convertible_to<std::int64_t>;
+  M::data_spec(c);
   { M::make_context(c, n, t, d) } -> std::same_as<typename M::Context>;
   { M::compute(c, std::declval<const typename M::Context&>(), call, w, inputs) } -> std::same_as<at::Tensor>;
   { M::forward(c, run, std::declval<const typename M::Batch&>()) } -> std::same_as<at::Tensor>;
@@ -92,7 +93,7 @@ constexpr bool check_family() {
                   "vector<UnitInfo> and calls(config) -> vector<CallInfo> (see models/model_family.hpp).");
     static_assert(family_traits::has_program<M>,
                   "tessera model family: add `using Batch = ...;` (e.g. TokenBatch), `struct Context`, "
-                  "vocab_size(config), make_context(config, seq_len, dtype, device), compute(config, ctx, call, "
+                  "data_spec(config) (e.g. TokenSpec), make_context(config, seq_len, dtype, device), compute(config, ctx, call, "
                   "CallWeights, inputs) -> Tensor and forward(config, CallRunner&, batch) -> Tensor (see "
                   "models/model_family.hpp).");
   }

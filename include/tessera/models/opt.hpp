@@ -41,7 +41,7 @@ struct Opt {
   static void write_config(const std::filesystem::path& config_json, const Config& config, std::string_view dtype) {
     write_opt_config(config_json, config, dtype);
   }
-  static std::int64_t vocab_size(const Config& config) { return config.vocab_size; }
+  static TokenSpec data_spec(const Config& config) { return TokenSpec{config.vocab_size}; }
 
   // Units: 0 = embed_tokens, embed_positions (, project_in), 1..L = OPTDecoderLayer blocks,
   // L+1 = the head: final_layer_norm (pre-LN), project_out, lm_head (untied), when it holds any of them.
