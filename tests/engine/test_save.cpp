@@ -60,3 +60,22 @@ TEST_CASE("save_hf_dir: SIGTERM in the middle of a save leaves no partial direct
   CHECK(fs::is_empty(dir));
   fs::remove_all(dir);
 }
+
+TEST_CASE("save_hf_dir copies the processor and tokenizer files of the model dir it started from", "[engine]") {
+  const fs::path dir = tessera::testing::fresh_dir("save-companions");
+  fs::create_directories(dir / "model");
+  std::ofstream(dir / "model/preprocessor_config.json") << R"({"image_mean": [0.5, 0.5, 0.5]})";
+  std::ofstream(dir / "model/tokenizer.json") << "{}";
+  std::ofstream(dir / "model/notes.txt") << "not a Hugging Face file";
+  fs::create_directories(dir / "model/vocab.json");  // a directory of that name is not copied
+  const ParamStore store = small_store();
+  save_hf_dir<FakeModel>(dir / "out", FakeModel::Config::writes, store, store.full_units(), dir / "model");
+  CHECK(fs::is_regular_file(dir / "out/preprocessor_config.json"));
+  CHECK(fs::file_size(dir / "out/preprocessor_config.json") == fs::file_size(dir / "model/preprocessor_config.json"));
+  CHECK(fs::is_regular_file(dir / "out/tokenizer.json"));
+  CHECK_FALSE(fs::exists(dir / "out/notes.txt"));
+  CHECK_FALSE(fs::exists(dir / "out/vocab.json"));
+  save_hf_dir<FakeModel>(dir / "preset", FakeModel::Config::writes, store, store.full_units());  // no source: none
+  CHECK_FALSE(fs::exists(dir / "preset/preprocessor_config.json"));
+  fs::remove_all(dir);
+}

@@ -15,7 +15,8 @@ and their classes.
   on the same rows in tessera's documented order (RowOrder: micro-batch c holds rows [p*G, (p+1)*G), p = c mod
   floor(N/G)), images of the model's size; per-step losses within --tol relative, and tessera's saved directory,
   loaded by from_pretrained, within --weight-tol of transformers' trained weights (max |difference| / max |weight|).
-  The key biases are the exception: their gradient is zero in exact arithmetic (adding one vector to every key adds
+  The saved directory's image processor (preprocessor_config.json, copied from the model dir) must load and equal
+  the original's. The key biases are the exception: their gradient is zero in exact arithmetic (adding one vector to every key adds
   a constant to each query's scores, which softmax ignores), so AdamW moves them by up to lr per step on rounding
   noise, differently on each side; they are checked to have moved at most lr * steps, not against each other.
 
@@ -126,6 +127,11 @@ def check_train(a, d, model_dir, rows):
         theirs.append(loss.item())
     worst = tessera_run.compare_losses(ours, theirs)
     trained = dict(ViTForImageClassification.from_pretrained(saved, dtype=torch.float32).named_parameters())
+    # The saved dir carries the model dir's image processor: it prepares images as the original did.
+    reloaded = ViTImageProcessor.from_pretrained(saved)
+    same_processor = reloaded.to_dict() == processor.to_dict()
+    if not same_processor:
+        print("the saved directory's preprocessor_config.json differs from the model dir's")
     worst_w, worst_name, moved, noise_ok = 0.0, "", 0.0, True
     for name, t in model.named_parameters():
         mine = trained[name].detach().double()
@@ -142,7 +148,8 @@ def check_train(a, d, model_dir, rows):
           f"worst relative difference {worst_w:.2e} ({worst_name}; tolerance {a.weight_tol:g})")
     if not noise_ok:
         print(f"a key bias moved more than lr * steps = {lr * a.steps:g}: its gradient is not rounding noise")
-    return len(ours) == a.steps and worst <= a.tol and worst_w <= a.weight_tol and moved > 0 and noise_ok
+    return (len(ours) == a.steps and worst <= a.tol and worst_w <= a.weight_tol and moved > 0 and noise_ok
+            and same_processor)
 
 
 def main():

@@ -56,7 +56,7 @@ class NoAdapterRuntime {
   std::int64_t frozen_bytes() const { return 0; }
   std::int64_t frozen_numel() const { return 0; }
   StagedDir stage_save(const std::filesystem::path& dir, const ParamStore& store, std::span<const at::Tensor> full) const {
-    return stage_hf_dir<Model>(dir, model_, store, full);
+    return stage_hf_dir<Model>(dir, model_, store, full, cfg_.model_dir);
   }
 
  private:
@@ -153,7 +153,7 @@ class LoraRuntime {
         views[k].copy_(w);
       }
     }
-    return stage_hf_dir<Model>(dir, model_, merged, merged.full_units());
+    return stage_hf_dir<Model>(dir, model_, merged, merged.full_units(), cfg_.model_dir);
   }
 
  private:
