@@ -41,6 +41,20 @@ tessera_cli_test(image_missing 2 "labels.jsonl row 1: .*a.png: no such image fil
 tessera_cli_test(image_corrupt 2 "cat/a.png: not a PNG or JPEG image tessera can read"
   "mkdir -p d/cat d/dog && printf 'not an image' > d/cat/a.png && cp d/cat/a.png d/dog/b.png"
   ${_vit} data=d metrics=out.jsonl)
+# The sequence-to-sequence data (T5's pairs.jsonl): a token file, a token id beyond the vocabulary, a row longer than
+# seq_len, text without a tokenizer.
+set(_t5 $<TARGET_FILE:t5-fp32>)
+tessera_cli_test(tokens_for_pairs 2 "data=t.bin: sequence-to-sequence models read pairs.jsonl"
+  "${_fixture} tokens t.bin 4000" ${_t5} data=t.bin metrics=out.jsonl)
+tessera_cli_test(pairs_id_out_of_range 2 "pairs.jsonl:2: \"input_ids\"\\[1\\] is 4096"
+  "mkdir d && printf '{\"input_ids\": [5, 6], \"labels\": [7]}\\n{\"input_ids\": [5, 4096], \"labels\": [7]}\\n' > d/pairs.jsonl"
+  ${_t5} data=d metrics=out.jsonl)
+tessera_cli_test(pairs_row_too_long 2 "pairs.jsonl:1: \"labels\" has 3 tokens, more than seq_len=2"
+  "mkdir d && printf '{\"input_ids\": [5, 6], \"labels\": [7, 8, 9]}\\n' > d/pairs.jsonl"
+  ${_t5} data=d seq_len=2 metrics=out.jsonl)
+tessera_cli_test(pairs_text 2 "pairs.jsonl:1: a text pair .* needs a tokenizer"
+  "mkdir d && printf '{\"input\": \"hi\", \"target\": \"ho\"}\\n' > d/pairs.jsonl"
+  ${_t5} data=d metrics=out.jsonl)
 tessera_cli_test(bad_lr_scaling 2 "lr_scaling=sqrt: must be one of none, linear" "" ${_fp32} lr_scaling=sqrt)
 tessera_cli_test(wrap_without_fsdp 2 "wrap_blocks=none: FSDP units exist under ShardGradOp, FullShard and HybridShard only"
   "" ${_fp32} wrap_blocks=none metrics=out.jsonl)

@@ -33,6 +33,18 @@ add_test(NAME reference.family_forward_opt_postln_proj
   COMMAND ${_check_family} --family opt --config ${_opt_postln_proj})
 add_test(NAME reference.family_forward_opt_untied COMMAND ${_check_family} --family opt --config ${_opt_untied})
 add_test(NAME reference.family_forward_opt_postln COMMAND ${_check_family} --family opt --config ${_opt_postln})
+# T5: Flan-T5's layout (gated-gelu, untied lm_head, no output scaling) with more decoder than encoder blocks, and the
+# original T5's (relu, lm_head tied to shared, decoder output scaled by d_model^-0.5); 8 buckets up to distance 20, so
+# that the 16 positions reach the log-spaced buckets. One input row padded, one label row ended by -100.
+set(_t5 "\"vocab_size\":300,\"d_model\":32,\"d_kv\":8,\"d_ff\":72,\"num_layers\":2,\"num_heads\":4,\"relative_attention_num_buckets\":8,\"relative_attention_max_distance\":20")
+set(_t5_flan "{${_t5},\"num_decoder_layers\":3,\"feed_forward_proj\":\"gated-gelu\",\"tie_word_embeddings\":false}")
+set(_t5_original "{${_t5},\"feed_forward_proj\":\"relu\"}")
+add_test(NAME reference.family_forward_t5_flan COMMAND ${_check_family} --family t5 --config ${_t5_flan})
+add_test(NAME reference.family_forward_t5_original COMMAND ${_check_family} --family t5 --config ${_t5_original})
+add_test(NAME reference.family_forward_t5_negative_control
+  COMMAND ${_check_family} --family t5 --config ${_t5_flan} --perturb --expect-mismatch)
+set_tests_properties(reference.family_forward_t5_flan reference.family_forward_t5_original
+  reference.family_forward_t5_negative_control PROPERTIES LABELS reference TIMEOUT 300)
 # ViT: 32x32 images in 8x8 patches (17 positions), 5 classes.
 set(_vit "{\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"intermediate_size\":128,\"image_size\":32,\"patch_size\":8,\"num_labels\":5}")
 add_test(NAME reference.family_forward_vit COMMAND ${_check_family} --family vit --config ${_vit})
@@ -58,6 +70,31 @@ if(TESSERA_BUILD_EXAMPLES)
     COMMAND ${_check_vit} $<TARGET_FILE:vit-fp32> --mode train --steps 4 --tessera-extra weight_decay=0.5
             --expect-mismatch)
   set_tests_properties(reference.vit_fp32 reference.vit_negative_control PROPERTIES LABELS reference TIMEOUT 300)
+  # T5 with its pairs.jsonl data against T5ForConditionalGeneration (check_t5_against_transformers.py): a Flan-T5
+  # layout (untied lm_head, 2 encoder and 3 decoder blocks) saved by transformers, 24 pairs of random lengths padded
+  # per batch; 20 AdamW steps step by step with the saved directory read back by from_pretrained (weights within
+  # 1e-4, losses within 1e-5); the same from a sharded dir (model.safetensors.index.json); the negative control
+  # trains with another weight_decay than the reference.
+  set(_check_t5 ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_t5_against_transformers.py")
+  add_test(NAME reference.t5_fp32 COMMAND ${_check_t5} $<TARGET_FILE:t5-fp32> --mode train)
+  add_test(NAME reference.t5_fp32_sharded_dir
+    COMMAND ${_check_t5} $<TARGET_FILE:t5-fp32> --mode train --sharded --steps 5)
+  add_test(NAME reference.t5_negative_control
+    COMMAND ${_check_t5} $<TARGET_FILE:t5-fp32> --mode train --steps 4 --tessera-extra weight_decay=0.5
+            --expect-mismatch)
+  set_tests_properties(reference.t5_fp32 reference.t5_fp32_sharded_dir reference.t5_negative_control
+    PROPERTIES LABELS reference TIMEOUT 300)
+  # LoRA on T5 from a PEFT adapter dir (q, v: self- and cross-attention by PEFT's suffix rule), t5-lora-fp32 and
+  # PEFT trained on the same batches for 10 steps; losses, tessera's saved PEFT dir (config, tensors, logits) within
+  # 1e-4 relative.
+  execute_process(COMMAND ${TESSERA_PYTHON} -c "import peft" RESULT_VARIABLE _no_peft_t5 OUTPUT_QUIET ERROR_QUIET)
+  if(NOT _no_peft_t5)
+    add_test(NAME reference.t5_lora_from_peft_dir
+      COMMAND ${_check_t5} $<TARGET_FILE:t5-lora-fp32> --mode lora --steps 10)
+    set_tests_properties(reference.t5_lora_from_peft_dir PROPERTIES LABELS reference TIMEOUT 300)
+  else()
+    message(STATUS "tessera: ${TESSERA_PYTHON} cannot import peft; the T5 LoRA cross-check is not registered")
+  endif()
 endif()
 set_tests_properties(reference.vit_pixels reference.vit_pixels_resized_bilinear reference.vit_pixels_resized_bicubic
   PROPERTIES LABELS reference TIMEOUT 300)

@@ -1,6 +1,6 @@
 #pragma once
-// defines: everything a research program needs: the experiment type, every built-in policy, the Llama and OPT
-// families, the engine and tessera::main.
+// defines: everything a research program needs: the experiment type, every built-in policy, the model families
+// (Llama, OPT, T5, ViT), the engine and tessera::main.
 #include "tessera/adapter/lora.hpp"
 #include "tessera/adapter/no_adapter.hpp"
 #include "tessera/adapter/qlora.hpp"
@@ -10,6 +10,7 @@
 #include "tessera/main.hpp"
 #include "tessera/models/llama.hpp"
 #include "tessera/models/opt.hpp"
+#include "tessera/models/t5.hpp"
 #include "tessera/models/vit.hpp"
 #include "tessera/offload/no_offload.hpp"
 #include "tessera/offload/offload_optimizer.hpp"

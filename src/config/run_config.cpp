@@ -204,8 +204,8 @@ void validate(const RunConfig& cfg) {
             "empty to use the model preset");
   p.require(cfg.data.empty() || is_file(cfg.data) || is_dir(cfg.data), "data",
             "not an existing file or directory; give a token file (nanoGPT uint16 or llm.c .bin) for a language "
-            "model, an image directory (labels.jsonl or a directory per class) for an image model, or leave it "
-            "empty for synthetic data");
+            "model, a directory with pairs.jsonl for T5, an image directory (labels.jsonl or a directory per class) "
+            "for an image model, or leave it empty for synthetic data");
   check_upper_bounds(p, cfg);
   check_outputs(p, cfg);
   p.throw_if_any();

@@ -5,7 +5,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <system_error>
 
@@ -23,18 +22,8 @@ constexpr std::int64_t kSyntheticRows = 512;
 void read_labels_jsonl(const fs::path& dir, std::int64_t num_labels, std::vector<fs::path>& paths,
                        std::vector<std::int64_t>& labels) {
   const fs::path file = dir / "labels.jsonl";
-  std::ifstream in(file);
-  if (!in) throw ConfigError("data=" + dir.string() + ": cannot read " + file.string());
-  std::string line;
-  std::int64_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = file.string() + ":" + std::to_string(n);
-    if (auto deep = io::json_nesting_error(line)) throw ConfigError(where + ": " + *deep);
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object())
-      throw ConfigError(where + ": not a JSON object; each line is {\"image\": \"images/0001.png\", \"label\": 3}");
+  io::for_each_json_line(file, "each line is {\"image\": \"images/0001.png\", \"label\": 3}",
+                         [&](const std::string& where, const nlohmann::json& j) {
     if (!j.contains("image") || !j.at("image").is_string())
       throw ConfigError(where + ": \"image\" must be the image's path (a string), relative to " + dir.string());
     if (!j.contains("label") || !j.at("label").is_number_integer())
@@ -46,7 +35,7 @@ void read_labels_jsonl(const fs::path& dir, std::int64_t num_labels, std::vector
                         std::to_string(num_labels) + " (ids 0 to " + std::to_string(num_labels - 1) + ")");
     paths.push_back(dir / j.at("image").get<std::string>());
     labels.push_back(label);
-  }
+  });
 }
 
 // torchvision's ImageFolder: DIR/<class>/<file>, classes in sorted name order, files in sorted order per class.

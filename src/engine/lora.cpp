@@ -53,12 +53,15 @@ double LoraSettings::scaling() const {
   return rslora ? alpha / std::sqrt(static_cast<double>(r)) : alpha / static_cast<double>(r);
 }
 
-LoraSettings lora_settings(const RunConfig& cfg) {
+LoraSettings lora_settings(const RunConfig& cfg, std::string_view family_targets) {
   LoraSettings s;
   s.r = cfg.lora_r;
   s.alpha = cfg.lora_alpha;
   s.dropout = cfg.lora_dropout;
-  s.targets = split_targets(cfg.lora_targets);
+  if (cfg.lora_targets == "auto" && family_targets.empty() && cfg.adapter.empty())
+    throw ConfigError("lora_targets=auto: this model family names no default targets; set lora_targets to the linear "
+                      "modules to adapt");
+  s.targets = split_targets(cfg.lora_targets == "auto" ? std::string(family_targets) : cfg.lora_targets);
   if (cfg.adapter.empty()) return s;
   const fs::path file = fs::path(cfg.adapter) / kConfigFile;
   const nlohmann::json j = io::read_json_file(file, "adapter= needs a PEFT LoRA directory with adapter_config.json");
@@ -185,13 +188,13 @@ at::Tensor lora_dropout(const at::Tensor& x, double p, std::uint64_t seed) {
 }
 
 StagedDir stage_peft_dir(const fs::path& dir, const LoraSettings& settings, const ParamStore& adapters,
-                         const std::string& base_model) {
+                         const std::string& base_model, std::string_view task_type) {
   StagedDir staged(dir);
   const fs::path& tmp = staged.path();
   std::set<std::string> modules;
   for (const std::string& t : settings.targets) modules.insert(t);
   const nlohmann::json config = {
-      {"peft_type", "LORA"},          {"task_type", "CAUSAL_LM"},
+      {"peft_type", "LORA"},          {"task_type", task_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(task_type)},
       {"base_model_name_or_path", base_model},
       {"r", settings.r},              {"lora_alpha", settings.alpha},
       {"lora_dropout", settings.dropout},

@@ -27,6 +27,14 @@ bool is_known_buffer(std::string_view name) {
   return name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
 }
 
+// The name `s` is stored under in `dir`: its own, else the first alias present (its own when none is).
+const std::string& stored_name(const ParamSpec& s, const io::CheckpointDir& dir) {
+  if (dir.find(s.name)) return s.name;
+  for (const std::string& alias : s.aliases)
+    if (dir.find(alias)) return alias;
+  return s.name;
+}
+
 }  // namespace
 
 ParamStore::ParamStore(std::vector<ParamSpec> specs, c10::ScalarType dtype, c10::Device device, ShardLayout layout,
@@ -127,7 +135,11 @@ void ParamStore::initialize(double std, std::uint64_t seed) {
     switch (s.init) {
       case ParamInit::ones: view.fill_(1.0); break;
       case ParamInit::zeros: view.zero_(); break;
-      case ParamInit::normal: view.copy_(at::empty(s.shape, at::kFloat).normal_(0.0, std, gen)); break;
+      case ParamInit::normal: {  // the spec's own std (T5), else initializer_range
+        const double sd = s.init_std > 0.0 ? s.init_std : std;
+        view.copy_(at::empty(s.shape, at::kFloat).normal_(0.0, sd, gen));
+        break;
+      }
       case ParamInit::kaiming_uniform: {  // kaiming_uniform_(a=sqrt(5)): bound = 1/sqrt(fan_in)
         const double bound = 1.0 / std::sqrt(static_cast<double>(s.shape.back()));
         view.copy_(at::empty(s.shape, at::kFloat).uniform_(-bound, bound, gen));
@@ -140,7 +152,10 @@ void ParamStore::initialize(double std, std::uint64_t seed) {
 void ParamStore::check_loadable(std::span<const ParamSpec> specs, const io::CheckpointDir& dir) {
   const std::string where = dir.dir().string() + ": ";
   std::set<std::string> expected;
-  for (const auto& s : specs) expected.insert(s.name);
+  for (const auto& s : specs) {
+    expected.insert(s.name);
+    expected.insert(s.aliases.begin(), s.aliases.end());
+  }
   std::vector<std::string> unknown;
   for (const auto& name : dir.names())
     if (!expected.count(name) && !is_known_buffer(name)) unknown.push_back(name);
@@ -152,7 +167,7 @@ void ParamStore::check_loadable(std::span<const ParamSpec> specs, const io::Chec
                       "); its config.json does not match its weights, or it is not a checkpoint of this model family");
   }
   for (const auto& s : specs) {
-    const io::TensorInfo* info = dir.find(s.name);
+    const io::TensorInfo* info = dir.find(stored_name(s, dir));
     if (!info)
       throw FormatError(where + "checkpoint lacks tensor '" + s.name + "' (shape " + shape_string(s.shape) +
                         "); the directory is incomplete or its config.json describes another model");
@@ -172,7 +187,14 @@ void ParamStore::check_loadable(std::span<const ParamSpec> specs, const io::Chec
 void ParamStore::load(const io::CheckpointDir& dir) {
   check_loadable(specs_, dir);
   fill_units([&](std::size_t i, const at::Tensor& view) {
-    const at::Tensor loaded = tensor_from_bytes(*dir.find(specs_[i].name), dir.bytes(specs_[i].name));
+    const std::string& name = stored_name(specs_[i], dir);
+    const at::Tensor loaded = tensor_from_bytes(*dir.find(name), dir.bytes(name));
+    for (const std::string& alias : specs_[i].aliases)  // a tied copy must be a copy
+      if (alias != name && dir.find(alias) &&
+          !at::equal(tensor_from_bytes(*dir.find(alias), dir.bytes(alias)).to(loaded.scalar_type()), loaded))
+        throw FormatError(dir.dir().string() + ": checkpoint tensors '" + name + "' and '" + alias +
+                          "' differ, but this model ties them (one tensor); save the model with its embeddings tied, "
+                          "or remove '" + alias + "'");
     if (const std::int64_t bad = loaded.numel() - at::isfinite(loaded).sum().item<std::int64_t>(); bad > 0)
       throw FormatError(dir.dir().string() + ": checkpoint tensor '" + specs_[i].name + "' holds " + std::to_string(bad) +
                         " NaN or Inf value(s); the weights are corrupt or come from a diverged run");

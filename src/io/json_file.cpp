@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <fstream>
 
 #include "tessera/core/error.hpp"
 
@@ -90,6 +92,24 @@ std::string json_type_phrase(const nlohmann::json& value) {
   if (value.is_array()) return "an array";
   if (value.is_object()) return "an object";
   return value.type_name();
+}
+
+void for_each_json_line(const std::filesystem::path& file, std::string_view line_shape,
+                        const std::function<void(const std::string& where, const nlohmann::json& object)>& row) {
+  std::ifstream in(file);
+  if (!in) throw ConfigError(file.string() + ": cannot read it");
+  std::string line;
+  std::int64_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = file.string() + ":" + std::to_string(n);
+    if (auto deep = json_nesting_error(line)) throw ConfigError(where + ": " + *deep);
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) throw ConfigError(where + ": not a JSON object; " + std::string(line_shape));
+    row(where, j);
+  }
+  if (in.bad()) throw ConfigError(file.string() + ": read error after line " + std::to_string(n));
 }
 
 }  // namespace tessera::io

@@ -1,7 +1,7 @@
 // family_dump: one forward and backward of a model family on plain tensors (DirectRunner), written for
 // tests/reference/check_family_forward.py to compare with Hugging Face transformers on the same weights.
 //   family_dump FAMILY CONFIG.json OUT_DIR SEED [--perturb]
-// FAMILY is "llama", "opt" or "vit"; CONFIG.json a Hugging Face config.json that the family reads.
+// FAMILY is "llama", "opt", "t5" or "vit"; CONFIG.json a Hugging Face config.json that the family reads.
 // The weights: ParamStore::initialize(0.08, SEED) (wider than HF's 0.02, so that attention is far from
 // uniform), then every norm weight set to 1 + 0.2 N(0, 1) and every bias (ParamInit::zeros) to 0.1 N(0, 1), so
 // that they are tested too. Writes
@@ -10,6 +10,8 @@
 //                                                              two places (language models)
 //                               pixels           F32 (2, C, S, S), labels I64 (2,): N(0, 1) pixels and class ids
 //                                                              drawn from SEED (image classifiers)
+//                               input_ids, attention_mask I64 (2, 16), labels I64 (2, 10): row 1's inputs padded
+//                                                              after 12 tokens, row 0's labels -100 after 7 (T5)
 //                               loss             F32 (1,)      mean cross-entropy of logits against targets
 //                               <HF name>        F32           d loss / d parameter, for every parameter
 // --perturb: after saving, the computation uses the first bias (else the first norm weight) scaled by 1.01: the
@@ -31,6 +33,7 @@
 #include "tessera/models/direct_runner.hpp"
 #include "tessera/models/llama.hpp"
 #include "tessera/models/opt.hpp"
+#include "tessera/models/t5.hpp"
 #include "tessera/models/vit.hpp"
 
 namespace {
@@ -54,6 +57,18 @@ std::pair<tessera::models::ImageBatch, Named> make_batch(const tessera::models::
       at::randn({kBatch, spec.channels, spec.image_size, spec.image_size}, gen, at::kFloat),
       at::randint(spec.num_labels, {kBatch}, gen, at::kLong)};
   return {batch, {{"pixels", batch.pixels}, {"labels", batch.labels}}};
+}
+
+std::pair<tessera::models::Seq2SeqBatch, Named> make_batch(tessera::models::Seq2SeqSpec spec, at::Generator& gen) {
+  using tessera::models::kIgnoreIndex;
+  constexpr std::int64_t kLabels = 10;
+  tessera::models::Seq2SeqBatch batch{at::randint(spec.vocab_size, {kBatch, kSeqLen}, gen, at::kLong),
+                                      at::ones({kBatch, kSeqLen}, at::kLong),
+                                      at::randint(spec.vocab_size, {kBatch, kLabels}, gen, at::kLong)};
+  batch.inputs[1].narrow(0, 12, kSeqLen - 12).fill_(spec.pad_token_id);
+  batch.attention_mask[1].narrow(0, 12, kSeqLen - 12).zero_();
+  batch.labels[0].narrow(0, 7, kLabels - 7).fill_(kIgnoreIndex);
+  return {batch, {{"input_ids", batch.inputs}, {"attention_mask", batch.attention_mask}, {"labels", batch.labels}}};
 }
 
 template <class M>
@@ -121,7 +136,7 @@ void dump(const std::filesystem::path& config_json, const std::filesystem::path&
 int main(int argc, char** argv) {
   const bool perturb = argc == 6 && std::string_view(argv[5]) == "--perturb";
   if (argc != 5 && !perturb) {
-    std::fprintf(stderr, "usage: %s llama|opt|vit CONFIG.json OUT_DIR SEED [--perturb]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s llama|opt|t5|vit CONFIG.json OUT_DIR SEED [--perturb]\n", argv[0]);
     return 2;
   }
   const std::string_view family = argv[1];
@@ -131,10 +146,12 @@ int main(int argc, char** argv) {
       dump<tessera::models::Llama>(argv[2], argv[3], seed, perturb);
     else if (family == "opt")
       dump<tessera::models::Opt>(argv[2], argv[3], seed, perturb);
+    else if (family == "t5")
+      dump<tessera::models::T5>(argv[2], argv[3], seed, perturb);
     else if (family == "vit")
       dump<tessera::models::Vit>(argv[2], argv[3], seed, perturb);
     else {
-      std::fprintf(stderr, "family_dump: family '%s' is not one of llama, opt, vit\n", argv[1]);
+      std::fprintf(stderr, "family_dump: family '%s' is not one of llama, opt, t5, vit\n", argv[1]);
       return 2;
     }
   } catch (const std::exception& e) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One forward and backward of a tessera model family (models/llama.hpp, models/opt.hpp, models/vit.hpp) against
+"""One forward and backward of a tessera model family (models/llama.hpp, opt.hpp, t5.hpp, vit.hpp) against
 Hugging Face transformers on the same weights and inputs: the loss and the gradient of every parameter.
 
 family_dump (tests/models/family_dump.cpp) builds the family's parameters from a seed (norm weights and biases
@@ -11,7 +11,9 @@ attn_implementation "sdpa"; every tensor of the file used and none missing), com
 tokens, the mean cross-entropy of the logits against the given targets over all positions in fp32 (tessera's
 convention; transformers' own labels= would shift them once more), and backward. For ViT (--family vit) the
 inputs are N(0, 1) pixels and class ids, the model AutoModelForImageClassification, the loss the mean cross-entropy
-of the logits against the class ids (what its labels= computes).
+of the logits against the class ids (what its labels= computes). For T5 (--family t5) the inputs are encoder token ids
+with an attention mask (one row padded) and labels (one row ended by -100), the model AutoModelForSeq2SeqLM, and the
+loss what its labels= computes (labels shifted right into the decoder, -100 ignored): tessera's convention too.
 
 Checks: the loss within --tol relative; for every parameter, max |tessera - transformers| <= --tol * max
 |transformers' gradient| of that tensor; the same parameter names on both sides. A gradient that is zero in exact
@@ -19,7 +21,7 @@ arithmetic holds only rounding noise, which no relative tolerance fits (attentio
 by the same vector adds one constant to each query's scores, which softmax ignores): a tensor whose max |gradient|
 is below ZERO (1e-6) of the model's largest is checked to be below that on both sides instead.
 
-usage: check_family_forward.py FAMILY_DUMP --family llama|opt|vit --config JSON [--seed S] [--tol 1e-5]
+usage: check_family_forward.py FAMILY_DUMP --family llama|opt|t5|vit --config JSON [--seed S] [--tol 1e-5]
                                [--perturb --expect-mismatch]
 JSON holds the config.json keys (model_type defaults to the family). --perturb makes family_dump compute with one
 bias (Llama: one norm weight) scaled by 1.01 after saving: a negative control, which must see a mismatch. Exit 0
@@ -40,10 +42,10 @@ import torch.nn.functional as F
 
 warnings.filterwarnings("ignore")
 from safetensors.torch import load_file  # noqa: E402
-from transformers import AutoModelForCausalLM, AutoModelForImageClassification  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoModelForImageClassification, AutoModelForSeq2SeqLM  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
-META = ("tokens", "targets", "pixels", "labels", "loss")
+META = ("tokens", "targets", "pixels", "labels", "input_ids", "attention_mask", "loss")
 ZERO = 1e-6
 
 # transformers 5 loads ViT checkpoints (whose tensor names tessera writes, as save_pretrained still does) into
@@ -72,7 +74,7 @@ def loaded_name(name, theirs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dump")
-    ap.add_argument("--family", required=True, choices=["llama", "opt", "vit"])
+    ap.add_argument("--family", required=True, choices=["llama", "opt", "t5", "vit"])
     ap.add_argument("--config", required=True, help="config.json keys as one JSON object")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--tol", type=float, default=1e-5)
@@ -95,7 +97,8 @@ def main():
             return 2
         ours = load_file(os.path.join(out, "grads.safetensors"))
         try:
-            auto = AutoModelForImageClassification if a.family == "vit" else AutoModelForCausalLM
+            auto = {"vit": AutoModelForImageClassification, "t5": AutoModelForSeq2SeqLM}.get(a.family,
+                                                                                              AutoModelForCausalLM)
             model, info = auto.from_pretrained(
                 os.path.join(out, "model"), dtype=torch.float32, attn_implementation="sdpa", output_loading_info=True)
         except Exception as e:  # noqa: BLE001: any loading failure is tessera's file at fault
@@ -115,7 +118,9 @@ def main():
 
 def compare(model, ours, tol):
     model.eval()  # no dropout; tessera computes none
-    if "pixels" in ours:
+    if "input_ids" in ours:
+        loss = model(input_ids=ours["input_ids"], attention_mask=ours["attention_mask"], labels=ours["labels"]).loss
+    elif "pixels" in ours:
         logits = model(pixel_values=ours["pixels"]).logits
         loss = F.cross_entropy(logits.float(), ours["labels"])
     else:

@@ -43,7 +43,7 @@ import tempfile
 
 import torch
 import torch.nn.functional as F
-from peft import LoraConfig, PeftConfig, PeftModel, get_peft_model, get_peft_model_state_dict
+from peft import PeftConfig, PeftModel
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
@@ -51,6 +51,8 @@ from transformers.utils import logging as hf_logging
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tessera_run  # noqa: E402
+from peft_adapter import adapter_tensors  # noqa: E402
+import peft_adapter  # noqa: E402
 from check_against_transformers import hf_loss, load, make_model_dir, write_tokens  # noqa: E402
 
 
@@ -65,21 +67,7 @@ def load_base(model_dir):
 
 
 def make_adapter_dir(path, model_dir, a, targets, seed):
-    torch.manual_seed(seed)  # PEFT draws lora_A (kaiming-uniform) from the global generator
-    alpha = int(a.alpha) if float(a.alpha).is_integer() else a.alpha
-    config = LoraConfig(r=a.r, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, use_rslora=a.rslora,
-                        task_type="CAUSAL_LM")
-    model = get_peft_model(load_base(model_dir), config)
-    g = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if ".lora_B." in name:
-                p.copy_(torch.randn(p.shape, generator=g) * 0.02)
-    model.save_pretrained(path)
-
-
-def adapter_tensors(model):
-    return {k: v.detach().clone() for k, v in get_peft_model_state_dict(model).items()}
+    peft_adapter.make_adapter_dir(path, load_base(model_dir), a.r, a.alpha, targets, "CAUSAL_LM", seed, a.rslora)
 
 
 def main():
@@ -180,18 +168,8 @@ def check_adapter(a, targets, model_dir, saved, peft_model, initial, x, y):
     except Exception as e:  # noqa: BLE001 - any refusal by PEFT is a failed check
         print(f"  PEFT cannot read tessera's adapter_config.json: {e}")
         return False
-    want = {"r": a.r, "lora_alpha": a.alpha, "use_rslora": a.rslora, "peft_type": "LORA"}
-    for key, value in want.items():
-        got = getattr(scfg, key, None)
-        got = got.value if hasattr(got, "value") else got
-        if got != value:
-            print(f"  saved adapter_config.json: {key}={got!r}, expected {value!r}")
-            ok = False
-    got_targets = scfg.target_modules
-    got_targets = set(got_targets.split(",")) if isinstance(got_targets, str) else set(got_targets or [])
-    if got_targets != set(targets):
-        print(f"  saved adapter_config.json: target_modules={sorted(got_targets)}, expected {sorted(targets)}")
-        ok = False
+    want = {"r": a.r, "lora_alpha": a.alpha, "use_rslora": a.rslora, "peft_type": "LORA", "task_type": "CAUSAL_LM"}
+    ok = peft_adapter.saved_config_ok(scfg, want, targets) and ok
 
     trained = load_file(os.path.join(saved, "adapter_model.safetensors"))
     pairs, same = paired("saved tensor", trained, adapter_tensors(peft_model))

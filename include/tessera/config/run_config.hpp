@@ -53,7 +53,7 @@ struct RunConfig {
   std::int64_t lora_r = 16;
   double lora_alpha = 32.0;
   double lora_dropout = 0.05;
-  std::string lora_targets = "q_proj,v_proj";
+  std::string lora_targets = "auto";  // the family's default (models::default_lora_targets)
   std::string adapter;
   bool merge_adapter = false;
   std::string checkpoint_blocks = "all";
@@ -73,8 +73,9 @@ struct config_fields<RunConfig> {
       {"model_dir",
        "Hugging Face model dir of the experiment's family (config.json + model.safetensors or its .index.json); "
        "empty = build the model preset"},
-      {"data", "language models: a token file (nanoGPT uint16 .bin or llm.c headered .bin); image models: a directory "
-               "of images (labels.jsonl, or one directory per class); empty = synthetic data of the family's kind"},
+      {"data", "language models: a token file (nanoGPT uint16 .bin or llm.c headered .bin); T5: a directory with "
+               "pairs.jsonl; image models: a directory of images (labels.jsonl, or one directory per class); empty = "
+               "synthetic data of the family's kind"},
       {"seq_len", "tokens per training row (context length), >= 2"},
       {"lr", "learning rate, > 0 (before lr_scaling)"},
       {"lr_scaling", "none, or linear: multiply lr by the number of ranks (the batch grows with them)"},
@@ -104,7 +105,9 @@ struct config_fields<RunConfig> {
       {"lora_dropout", "Lora/QLora: dropout probability in [0, 1) on the adapter path's input"},
       {"lora_targets",
        "Lora/QLora: comma-separated linear modules to adapt, by name suffix as PEFT's target_modules (Llama: q_proj, "
-       "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; OPT: q_proj, k_proj, v_proj, out_proj, fc1, fc2)"},
+       "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; OPT: q_proj, k_proj, v_proj, out_proj, fc1, fc2; T5: "
+       "q, k, v, o, wi_0, wi_1, wo; ViT: query, key, value, dense); auto = PEFT's default for the family (q_proj,v_proj; "
+       "T5 q,v; ViT query,value)"},
       {"adapter", "Lora/QLora: PEFT adapter dir to start from (adapter_config.json + adapter_model.safetensors)"},
       {"merge_adapter",
        "Lora/QLora: true = save_dir gets the base with the adapters merged in (a Hugging Face model dir); "

@@ -11,7 +11,7 @@
 namespace tessera {
 
 enum class ParamInit {
-  normal,  // N(0, initializer_range^2), as Hugging Face initialises Linear and Embedding weights
+  normal,  // N(0, std^2), std = ParamSpec::init_std or else initializer_range: Hugging Face's Linear and Embedding
   ones,    // norm scales
   kaiming_uniform,  // U(-1/sqrt(in), 1/sqrt(in)) for an (out, in) matrix: nn.Linear's default, LoRA's A
   zeros,            // LoRA's B
@@ -23,7 +23,10 @@ struct ParamSpec {
   std::size_t unit = 0;
   ParamInit init = ParamInit::normal;
   bool linear = false;  // the (out, in) weight of a linear layer: adapters may adapt it, QLora quantizes it
-
+  double init_std = 0.0;  // ParamInit::normal: this tensor's own std when > 0 (T5 scales it per layer shape)
+  // Other names a checkpoint may store this tensor under, read when `name` is absent: the tied copies older
+  // Hugging Face files keep (T5's encoder.embed_tokens.weight for shared.weight). Saving writes `name` only.
+  std::vector<std::string> aliases = {};
 
   std::int64_t numel() const {
     std::int64_t n = 1;

@@ -3,6 +3,7 @@
 // type(RunConfig, Model::data_spec(config), world_size) and gives batch(step, micro, rank, device), total_steps(),
 // steps_per_epoch(), tokens_per_step() and description().
 #include "tessera/data/image_batches.hpp"
+#include "tessera/data/seq2seq_batches.hpp"
 #include "tessera/data/token_batches.hpp"
 #include "tessera/models/family_parts.hpp"
 
@@ -11,8 +12,8 @@ namespace tessera::data {
 template <class Batch>
 struct DataFor {
   static_assert(sizeof(Batch) == 0, "tessera: no data source reads this family's Batch type; families use "
-                                    "models::TokenBatch (data/token_batches.hpp) or models::ImageBatch "
-                                    "(data/image_batches.hpp)");
+                                    "models::TokenBatch (data/token_batches.hpp), models::ImageBatch "
+                                    "(data/image_batches.hpp) or models::Seq2SeqBatch (data/seq2seq_batches.hpp)");
 };
 template <>
 struct DataFor<models::TokenBatch> {
@@ -21,6 +22,10 @@ struct DataFor<models::TokenBatch> {
 template <>
 struct DataFor<models::ImageBatch> {
   using type = ImageBatches;
+};
+template <>
+struct DataFor<models::Seq2SeqBatch> {
+  using type = Seq2SeqBatches;
 };
 
 }  // namespace tessera::data

@@ -73,7 +73,10 @@ class LoraRuntime {
   // fine-tuning run starts from) or model_dir; the adapted linears from lora_targets (or adapter=DIR).
   LoraRuntime(const RunConfig& cfg, const Config& model, const std::optional<io::CheckpointDir>& weights,
               c10::Device device)
-      : cfg_(cfg), model_(model), lora_(lora_settings(cfg)), calls_(Model::calls(model)) {
+      : cfg_(cfg),
+        model_(model),
+        lora_(lora_settings(cfg, models::default_lora_targets<Model>())),
+        calls_(Model::calls(model)) {
     const std::vector<ParamSpec> specs = Model::parameters(model_);
     sites_ = lora_sites(specs, lora_.targets);
     constexpr bool quantizes = Adapter::quantizes_base;
@@ -137,7 +140,8 @@ class LoraRuntime {
   // save_dir: the adapters as a PEFT dir, or (merge_adapter=true) the merged model as a HF dir.
   StagedDir stage_save(const std::filesystem::path& dir, const ParamStore& store, std::span<const at::Tensor>) const {
     if (!cfg_.merge_adapter)
-      return stage_peft_dir(dir, lora_, store, cfg_.model_dir.empty() ? cfg_.model : cfg_.model_dir);
+      return stage_peft_dir(dir, lora_, store, cfg_.model_dir.empty() ? cfg_.model : cfg_.model_dir,
+                            models::peft_task_type<typename Model::Batch>);
     at::NoGradGuard no_grad;
     ParamStore merged(base_->specs(), Precision::compute_dtype, c10::Device(c10::kCPU));
     for (std::size_t u = 0; u < merged.num_units(); ++u) {

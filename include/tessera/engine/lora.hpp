@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -34,7 +35,8 @@ struct LoraSettings {
 // lora_r, lora_alpha, lora_dropout and lora_targets from the run config; with adapter=DIR, r, lora_alpha,
 // target_modules (and use_rslora) from DIR/adapter_config.json instead, which must describe a plain LoRA
 // adapter (FormatError naming the file and the key otherwise).
-LoraSettings lora_settings(const RunConfig& cfg);
+// family_targets: what lora_targets=auto means (models::default_lora_targets of the family).
+LoraSettings lora_settings(const RunConfig& cfg, std::string_view family_targets);
 
 // One adapted linear: its base parameter, module path and shape.
 struct LoraSite {
@@ -55,8 +57,9 @@ at::Tensor lora_dropout(const at::Tensor& x, double p, std::uint64_t seed);
 
 // Writes adapter_config.json and adapter_model.safetensors from the adapter store's full units into a
 // directory staged beside DIR (core/partial_files.hpp) and returns it uncommitted; commit() moves it to DIR.
+// task_type: PEFT's (models::peft_task_type of the family's batch), empty for none.
 StagedDir stage_peft_dir(const std::filesystem::path& dir, const LoraSettings& settings, const ParamStore& adapters,
-                         const std::string& base_model);
+                         const std::string& base_model, std::string_view task_type);
 // Loads DIR/adapter_model.safetensors into the adapter store (FormatError on a missing, misshapen or
 // unknown tensor).
 void load_peft_weights(ParamStore& adapters, const std::filesystem::path& dir);

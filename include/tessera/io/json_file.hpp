@@ -1,10 +1,11 @@
 #pragma once
 // defines: read_json_file, the one way tessera reads a JSON file (config.json, adapter_config.json, a
-// shard index), and the two guards every JSON text passes: json_nesting_error (nesting bounded before a
+// shard index), for_each_json_line, the one way it reads a JSON Lines data file (labels.jsonl, pairs.jsonl), and the two guards every JSON text passes: json_nesting_error (nesting bounded before a
 // value is built: deeper values overflow the stack of anything that walks them recursively, dump() first)
 // and json_excerpt (a value in a message, cut to a bounded length).
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -28,6 +29,12 @@ nlohmann::json read_json_file(const std::filesystem::path& path, std::string_vie
 
 // `value` as compact ASCII JSON, cut to max_chars with "..." appended when longer.
 std::string json_excerpt(const nlohmann::json& value, std::size_t max_chars = 200);
+
+// Calls row(where, object) for each non-blank line of the JSON Lines file `file`, in order, where = "FILE:LINE".
+// ConfigError (the file is data a setting named) "FILE:LINE: not a JSON object; <line_shape>" for a line that is
+// not one, the nesting error for one nested too deep, and "FILE: cannot read it" / a read error.
+void for_each_json_line(const std::filesystem::path& file, std::string_view line_shape,
+                        const std::function<void(const std::string& where, const nlohmann::json& object)>& row);
 
 // "a boolean", "a number", "null", ...: the JSON type of `value`, for "must be X, got Y" messages.
 std::string json_type_phrase(const nlohmann::json& value);

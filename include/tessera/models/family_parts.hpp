@@ -6,6 +6,7 @@
 //   CallRunner   what a family's forward() runs its calls through (the engine; a plain runner in tests)
 //   TokenBatch   the batch of the causal language models, TokenSpec what its data checks against the model
 //   ImageBatch   the batch of image classifiers, ImageSpec how its images are prepared for the model
+//   Seq2SeqBatch the batch of encoder-decoder language models, Seq2SeqSpec what its data checks against the model
 #include <ATen/ATen.h>
 
 #include <array>
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessera::models {
@@ -97,5 +99,29 @@ struct ImageSpec {
   Resample resample = Resample::bilinear;
   std::int64_t positions = 0;  // sequence positions one image becomes (patches + CLS): the step's "tokens"
 };
+
+// Sequence-to-sequence language modelling (T5): encoder token ids padded per batch, their mask, and the decoder's
+// labels, on the compute device. The family shifts the labels right to make the decoder's inputs.
+struct Seq2SeqBatch {
+  at::Tensor inputs;          // (B, S) int64 encoder token ids; pad_token_id after a row's end
+  at::Tensor attention_mask;  // (B, S) int64: 1 for a token, 0 for padding
+  at::Tensor labels;          // (B, L) int64 decoder targets; -100 (ignored by the loss) after a row's end
+};
+// What sequence-to-sequence data must know of the model: ids below vocab_size, and the id that pads the inputs.
+struct Seq2SeqSpec {
+  std::int64_t vocab_size = 0;
+  std::int64_t pad_token_id = 0;
+};
+// The PEFT task_type a family's batch type means (adapter_config.json): which PeftModel class loads its adapters.
+// Empty (written as null) where PEFT has none, as for image classifiers.
+template <class Batch>
+inline constexpr std::string_view peft_task_type = "";
+template <>
+inline constexpr std::string_view peft_task_type<TokenBatch> = "CAUSAL_LM";
+template <>
+inline constexpr std::string_view peft_task_type<Seq2SeqBatch> = "SEQ_2_SEQ_LM";
+
+// The label value the loss ignores (PyTorch's cross_entropy default, Hugging Face's label padding).
+inline constexpr std::int64_t kIgnoreIndex = -100;
 
 }  // namespace tessera::models

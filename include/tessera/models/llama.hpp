@@ -25,6 +25,8 @@ struct Llama {
   using Config = LlamaConfig;
   using Batch = TokenBatch;
   static constexpr std::string_view name = "llama";
+  // lora_targets=auto: PEFT's default target_modules for this architecture.
+  static constexpr std::string_view lora_targets = "q_proj,v_proj";
 
   // Per sequence length and compute dtype: the rotary tables, built once per run.
   struct Context {

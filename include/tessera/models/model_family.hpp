@@ -4,6 +4,7 @@
 // program; the engine owns where tensors live. A family M provides (see models/llama.hpp for a whole one):
 //   using family = tessera::models::model_family_tag;
 //   name                                   "llama", printed in the experiment table
+//   lora_targets (optional)                PEFT's default target_modules, what lora_targets=auto adapts
 //   Config                                 one instance = one shape; .initializer_range, .parameter_count()
 //   preset(name) -> Config, preset_names() the named shapes that `model=` accepts
 //   read_config(path) / write_config(path, config, torch_dtype)   Hugging Face config.json in and out
@@ -74,6 +75,13 @@ concept has_program = named<M> && requires(const typename M::Config& c, CallRunn
 template <class M>
 concept ModelFamily = family_traits::tagged<M> && family_traits::has_shapes<M> && family_traits::has_layout<M> &&
                       family_traits::has_program<M>;
+
+// What lora_targets=auto means for M: its lora_targets, or empty when it names none.
+template <class M>
+constexpr std::string_view default_lora_targets() {
+  if constexpr (requires { M::lora_targets; }) return M::lora_targets;
+  else return {};
+}
 
 // One assert per missing part, so that the compiler names what to add (used by Experiment<>).
 template <class M>

@@ -28,6 +28,8 @@ struct Opt {
   using Config = OptConfig;
   using Batch = TokenBatch;
   static constexpr std::string_view name = "opt";
+  // lora_targets=auto: PEFT's default target_modules for this architecture.
+  static constexpr std::string_view lora_targets = "q_proj,v_proj";
 
   // Per sequence length: the rows of embed_positions the T positions read, built once per run.
   struct Context {

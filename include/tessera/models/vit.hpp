@@ -28,6 +28,8 @@ struct Vit {
   using Config = VitConfig;
   using Batch = ImageBatch;
   static constexpr std::string_view name = "vit";
+  // lora_targets=auto: PEFT's default target_modules for this architecture.
+  static constexpr std::string_view lora_targets = "query,value";
 
   struct Context {};  // nothing depends on the run's settings: the positions are the config's
 

@@ -1,0 +1,181 @@
+// implements: Seq2SeqBatches (data/seq2seq_batches.hpp).
+#include "tessera/data/seq2seq_batches.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <system_error>
+
+#include "tessera/core/error.hpp"
+#include "tessera/io/json_file.hpp"
+
+namespace tessera::data {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr std::int64_t kSyntheticRows = 512;
+constexpr const char* kLineShape = "each line is {\"input_ids\": [37, 423, 1], \"labels\": [8, 1]}";
+
+// data= as the pairs file: DIR/pairs.jsonl, or the .jsonl file itself.
+fs::path pairs_file(const std::string& data) {
+  const fs::path path(data);
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    const fs::path file = path / "pairs.jsonl";
+    if (!fs::exists(file, ec))
+      throw ConfigError("data=" + data + ": no pairs.jsonl in it; sequence-to-sequence data is " + file.string() +
+                        ", one pair of token ids per line (" + kLineShape + ")");
+    return file;
+  }
+  if (!fs::exists(path, ec))
+    throw ConfigError("data=" + data + ": no such file or directory; give a directory with pairs.jsonl in it, or the "
+                      "pairs.jsonl file itself");
+  if (path.extension() != ".jsonl")
+    throw ConfigError("data=" + data + ": sequence-to-sequence models read pairs.jsonl (" + kLineShape +
+                      "), not this file; token files are for the causal language models");
+  return path;
+}
+
+// One of "input_ids" / "labels" of a line, checked: a non-empty array of at most seq_len ids below vocab_size
+// (labels may also hold -100).
+std::vector<std::int64_t> read_ids(const nlohmann::json& j, const char* key, const std::string& where,
+                                   const models::Seq2SeqSpec& spec, std::int64_t seq_len) {
+  const bool labels = std::string_view(key) == "labels";
+  if (!j.contains(key))
+    throw ConfigError(where + ": no \"" + key + "\"; " + kLineShape);
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_array())
+    throw ConfigError(where + ": \"" + key + "\" must be an array of token ids, got " + io::json_type_phrase(v) + " " +
+                      io::json_excerpt(v, 40) + "; " + kLineShape);
+  if (v.empty())
+    throw ConfigError(where + ": \"" + key + "\" is empty; a pair needs at least one " +
+                      (labels ? "target" : "input") + " token (end it with the tokenizer's eos)");
+  if (static_cast<std::int64_t>(v.size()) > seq_len)
+    throw ConfigError(where + ": \"" + key + "\" has " + std::to_string(v.size()) + " tokens, more than seq_len=" +
+                      std::to_string(seq_len) + "; raise seq_len or shorten the row");
+  std::vector<std::int64_t> ids;
+  ids.reserve(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const nlohmann::json& e = v[i];
+    const std::string at = where + ": \"" + key + "\"[" + std::to_string(i) + "] ";
+    if (!e.is_number_integer())
+      throw ConfigError(at + "must be an integer token id, got " + io::json_excerpt(e, 40));
+    // An unsigned value beyond int64 is out of range whatever the vocabulary: keep it from wrapping.
+    const bool huge = e.is_number_unsigned() && e.get<std::uint64_t>() > static_cast<std::uint64_t>(
+                                                                            std::numeric_limits<std::int64_t>::max());
+    const std::int64_t id = huge ? std::numeric_limits<std::int64_t>::max() : e.get<std::int64_t>();
+    if (labels && id == models::kIgnoreIndex) {
+      ids.push_back(id);
+      continue;
+    }
+    if (huge || id < 0 || id >= spec.vocab_size)
+      throw ConfigError(at + "is " + io::json_excerpt(e, 40) + ", " +
+                        (labels ? "neither a token id of the model (0 to " + std::to_string(spec.vocab_size - 1) +
+                                      ") nor -100 (ignored by the loss)"
+                                : "not a token id of the model (0 to " + std::to_string(spec.vocab_size - 1) + ")") +
+                        "; tokenize with the model's own tokenizer");
+    ids.push_back(id);
+  }
+  if (labels && std::all_of(ids.begin(), ids.end(), [](std::int64_t id) { return id == models::kIgnoreIndex; }))
+    throw ConfigError(where + ": \"labels\" are all -100 (ignored by the loss), so the pair trains nothing; give at "
+                      "least one target token id");
+  return ids;
+}
+
+// The rows of a pairs.jsonl file, every line checked.
+void read_pairs_jsonl(const fs::path& file, const models::Seq2SeqSpec& spec, std::int64_t seq_len,
+                      std::vector<std::vector<std::int64_t>>& inputs, std::vector<std::vector<std::int64_t>>& labels) {
+  io::for_each_json_line(file, kLineShape, [&](const std::string& where, const nlohmann::json& j) {
+    if (!j.contains("input_ids") && (j.contains("input") || j.contains("target")))
+      throw ConfigError(where + ": a text pair (\"input\"/\"target\"), but text needs a tokenizer, which tessera "
+                        "does not have yet; give token ids of the model's own tokenizer instead: " + kLineShape);
+    inputs.push_back(read_ids(j, "input_ids", where, spec, seq_len));
+    labels.push_back(read_ids(j, "labels", where, spec, seq_len));
+  });
+}
+
+}  // namespace
+
+Seq2SeqBatches::Seq2SeqBatches(const RunConfig& cfg, models::Seq2SeqSpec spec, std::int64_t world_size)
+    : spec_(spec), batch_size_(cfg.batch_size) {
+  if (spec_.vocab_size < 1)
+    throw ConfigError("the model's vocab_size is " + std::to_string(spec_.vocab_size) +
+                      "; fix vocab_size in its config.json");
+  if (spec_.pad_token_id < 0 || spec_.pad_token_id >= spec_.vocab_size)
+    throw ConfigError("the model's pad_token_id " + std::to_string(spec_.pad_token_id) +
+                      " is not a token id of its vocabulary (0 to " + std::to_string(spec_.vocab_size - 1) +
+                      "); fix pad_token_id in its config.json");
+  if (cfg.seq_len < 1)
+    throw ConfigError("seq_len is " + std::to_string(cfg.seq_len) + "; it must be >= 1 (the longest row in tokens)");
+  if (cfg.data.empty()) {
+    const std::int64_t rows = cfg.num_train_samples > 0 ? cfg.num_train_samples : kSyntheticRows;
+    const std::int64_t label_len = std::max<std::int64_t>(1, cfg.seq_len / 2);
+    // 0 is T5's pad and 1 its eos: the copied tokens avoid both when the vocabulary allows.
+    const std::int64_t low = spec_.vocab_size > 2 ? 2 : 0;
+    const auto span = static_cast<std::uint64_t>(spec_.vocab_size - low);
+    // One generator over the rows in order: row r is the same whatever the world size or num_train_samples.
+    at::CPUGeneratorImpl gen(static_cast<std::uint64_t>(cfg.seed));
+    inputs_.resize(static_cast<std::size_t>(rows));
+    labels_.resize(static_cast<std::size_t>(rows));
+    for (std::size_t r = 0; r < inputs_.size(); ++r) {
+      auto& in = inputs_[r];
+      in.resize(static_cast<std::size_t>(cfg.seq_len));
+      for (auto& id : in) id = low + static_cast<std::int64_t>(gen.random64() % span);
+      labels_[r].assign(in.begin(), in.begin() + label_len);
+    }
+    description_ = "synthetic copy task (" + std::to_string(rows) + " pairs, " + std::to_string(cfg.seq_len) +
+                   " -> " + std::to_string(label_len) + " tokens, seed " + std::to_string(cfg.seed) + ")";
+  } else {
+    const fs::path file = pairs_file(cfg.data);
+    read_pairs_jsonl(file, spec_, cfg.seq_len, inputs_, labels_);
+    if (inputs_.empty())
+      throw ConfigError("data=" + cfg.data + ": " + file.string() + " has no rows; " + kLineShape);
+    description_ = file.filename().string() + " in " + file.parent_path().string() + " (" +
+                   std::to_string(inputs_.size()) + " pairs)";
+  }
+  order_ = std::make_unique<RowOrder>(size(), BatchShape{world_size, cfg.batch_size, 2, cfg.accumulate_grad_batches},
+                                      cfg.num_train_samples, cfg.limit_train_batches, description_);
+  total_steps_ = order_->total_steps(cfg.max_epochs, cfg.max_steps);
+  // The means over the rows an epoch reads: rows [0, rows_per_epoch()).
+  const std::int64_t read = order_->rows_per_epoch();
+  double tokens = 0.0;
+  for (std::int64_t r = 0; r < read; ++r) tokens += static_cast<double>(input_ids(r).size() + labels(r).size());
+  const double per_step = static_cast<double>(world_size) * static_cast<double>(cfg.batch_size) *
+                          static_cast<double>(cfg.accumulate_grad_batches) * tokens / static_cast<double>(read);
+  tokens_per_step_ = std::max<std::int64_t>(1, std::llround(per_step));
+}
+
+models::Seq2SeqBatch Seq2SeqBatches::batch(std::int64_t step, std::int64_t micro, std::int64_t rank,
+                                           c10::Device device) const {
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(batch_size_));
+  std::size_t s = 1, l = 1;
+  for (std::int64_t i = 0; i < batch_size_; ++i) {
+    const std::int64_t row = order_->row(step, micro, rank, i);
+    rows[static_cast<std::size_t>(i)] = row;
+    s = std::max(s, input_ids(row).size());
+    l = std::max(l, labels(row).size());
+  }
+  const auto options = at::TensorOptions().dtype(at::kLong);
+  const auto S = static_cast<std::int64_t>(s), L = static_cast<std::int64_t>(l);
+  at::Tensor inputs = at::full({batch_size_, S}, spec_.pad_token_id, options);
+  at::Tensor mask = at::zeros({batch_size_, S}, options);
+  at::Tensor labels = at::full({batch_size_, L}, models::kIgnoreIndex, options);
+  std::int64_t* in = inputs.data_ptr<std::int64_t>();
+  std::int64_t* m = mask.data_ptr<std::int64_t>();
+  std::int64_t* lab = labels.data_ptr<std::int64_t>();
+  for (std::int64_t i = 0; i < batch_size_; ++i) {
+    const auto& x = input_ids(rows[static_cast<std::size_t>(i)]);
+    const auto& y = this->labels(rows[static_cast<std::size_t>(i)]);
+    std::copy(x.begin(), x.end(), in + i * S);
+    std::fill(m + i * S, m + i * S + static_cast<std::int64_t>(x.size()), std::int64_t{1});
+    std::copy(y.begin(), y.end(), lab + i * L);
+  }
+  return {inputs.to(device), mask.to(device), labels.to(device)};
+}
+
+}  // namespace tessera::data
