@@ -55,6 +55,19 @@ tessera_cli_test(pairs_row_too_long 2 "pairs.jsonl:1: \"labels\" has 3 tokens, m
 tessera_cli_test(pairs_text 2 "pairs.jsonl:1: a text pair .* needs a tokenizer"
   "mkdir d && printf '{\"input\": \"hi\", \"target\": \"ho\"}\\n' > d/pairs.jsonl"
   ${_t5} data=d metrics=out.jsonl)
+# BLIP-2: captions.jsonl refusals (a text caption, a missing image, the image token in a caption), freeze= naming no
+# module, freeze= under LoRA's frozen base.
+set(_blip2 $<TARGET_FILE:blip2-opt-fp32>)
+tessera_cli_test(captions_text 2 "captions.jsonl:1: .*tokenizer"
+  "mkdir d && printf '{\"image\": \"a.png\", \"text\": \"a cat\"}\\n' > d/captions.jsonl"
+  ${_blip2} data=d metrics=out.jsonl)
+tessera_cli_test(captions_missing_image 2 "captions.jsonl:1: .*a.png: no such image file"
+  "mkdir d && printf '{\"image\": \"a.png\", \"input_ids\": [5, 6]}\\n' > d/captions.jsonl"
+  ${_blip2} data=d metrics=out.jsonl)
+tessera_cli_test(freeze_unknown 2 "freeze=vision: 'vision' is no module of blip2-opt" "" ${_blip2} freeze=vision
+  metrics=out.jsonl)
+tessera_cli_test(freeze_everything 2 "freeze=.* nothing would train" ""
+  ${_blip2} freeze=vision_model,query_tokens,qformer,language_projection,language_model metrics=out.jsonl)
 tessera_cli_test(bad_lr_scaling 2 "lr_scaling=sqrt: must be one of none, linear" "" ${_fp32} lr_scaling=sqrt)
 tessera_cli_test(wrap_without_fsdp 2 "wrap_blocks=none: FSDP units exist under ShardGradOp, FullShard and HybridShard only"
   "" ${_fp32} wrap_blocks=none metrics=out.jsonl)

@@ -84,6 +84,32 @@ if(TESSERA_BUILD_EXAMPLES)
             --expect-mismatch)
   set_tests_properties(reference.t5_fp32 reference.t5_fp32_sharded_dir reference.t5_negative_control
     PROPERTIES LABELS reference TIMEOUT 300)
+  # BLIP-2 over OPT and over Flan-T5 with its captions.jsonl data against Blip2ForConditionalGeneration
+  # (check_blip2_against_transformers.py): a small BLIP-2 saved by transformers with every parameter random, 24
+  # captioned 32x32 PNGs, transformers given what Blip2Processor gives (4 image tokens before each caption,
+  # labels=input_ids as the labs pass them); 20 AdamW steps step by step, the saved directory read back by
+  # from_pretrained (weights within 1e-4, losses within 1e-5); the T5 one from a sharded dir; the usual recipe's
+  # freeze=vision_model,language_model on both sides (the frozen tensors come back unchanged); the negative control
+  # trains with another weight_decay than the reference.
+  set(_check_blip2 ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_blip2_against_transformers.py")
+  add_test(NAME reference.blip2_opt_fp32 COMMAND ${_check_blip2} $<TARGET_FILE:blip2-opt-fp32> --lm opt)
+  add_test(NAME reference.blip2_t5_fp32_sharded_dir
+    COMMAND ${_check_blip2} $<TARGET_FILE:blip2-t5-fp32> --lm t5 --sharded)
+  add_test(NAME reference.blip2_opt_fp32_frozen
+    COMMAND ${_check_blip2} $<TARGET_FILE:blip2-opt-fp32> --lm opt --steps 8 --freeze vision_model,language_model)
+  add_test(NAME reference.blip2_negative_control
+    COMMAND ${_check_blip2} $<TARGET_FILE:blip2-t5-fp32> --lm t5 --steps 4 --tessera-extra weight_decay=0.5
+            --expect-mismatch)
+  set_tests_properties(reference.blip2_opt_fp32 reference.blip2_t5_fp32_sharded_dir reference.blip2_opt_fp32_frozen
+    reference.blip2_negative_control PROPERTIES LABELS reference TIMEOUT 300)
+  # LoRA on BLIP-2 with Flan-T5 from a PEFT adapter dir (q, v: the T5's attention only), blip2-t5-lora-fp32 and PEFT
+  # trained on the same batches for 10 steps; losses and the saved adapters within 1e-4.
+  execute_process(COMMAND ${TESSERA_PYTHON} -c "import peft" RESULT_VARIABLE _no_peft_blip2 OUTPUT_QUIET ERROR_QUIET)
+  if(NOT _no_peft_blip2)
+    add_test(NAME reference.blip2_t5_lora_from_peft_dir
+      COMMAND ${_check_blip2} $<TARGET_FILE:blip2-t5-lora-fp32> --lm t5 --mode lora --steps 10)
+    set_tests_properties(reference.blip2_t5_lora_from_peft_dir PROPERTIES LABELS reference TIMEOUT 300)
+  endif()
   # LoRA on T5 from a PEFT adapter dir (q, v: self- and cross-attention by PEFT's suffix rule), t5-lora-fp32 and
   # PEFT trained on the same batches for 10 steps; losses, tessera's saved PEFT dir (config, tensors, logits) within
   # 1e-4 relative.

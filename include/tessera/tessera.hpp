@@ -1,6 +1,6 @@
 #pragma once
 // defines: everything a research program needs: the experiment type, every built-in policy, the model families
-// (Llama, OPT, T5, ViT), the engine and tessera::main.
+// (Llama, OPT, T5, ViT, BLIP-2), the engine and tessera::main.
 #include "tessera/adapter/lora.hpp"
 #include "tessera/adapter/no_adapter.hpp"
 #include "tessera/adapter/qlora.hpp"
@@ -8,6 +8,7 @@
 #include "tessera/checkpoint/no_checkpoint.hpp"
 #include "tessera/experiment.hpp"
 #include "tessera/main.hpp"
+#include "tessera/models/blip2.hpp"
 #include "tessera/models/llama.hpp"
 #include "tessera/models/opt.hpp"
 #include "tessera/models/t5.hpp"

@@ -166,6 +166,8 @@ void validate(const RunConfig& cfg) {
             "must be all, none, or name block types or modules, e.g. wrap_blocks=LlamaDecoderLayer");
   p.require(cfg.checkpoint_blocks.find_first_not_of(", ") != std::string::npos, "checkpoint_blocks",
             "must be all or name block types, e.g. checkpoint_blocks=OPTDecoderLayer");
+  p.require(cfg.freeze.find_first_not_of(", ") != std::string::npos, "freeze",
+            "must be none or name modules, e.g. freeze=vision_model,language_model");
   p.require(cfg.lora_r >= 1, "lora_r", "must be >= 1 (the adapter rank), e.g. lora_r=16");
   p.require(std::isfinite(cfg.lora_alpha) && cfg.lora_alpha > 0, "lora_alpha", "must be a number > 0, e.g. lora_alpha=32");
   p.require(cfg.lora_dropout >= 0 && cfg.lora_dropout < 1, "lora_dropout", "must be in [0, 1), e.g. lora_dropout=0.05");

@@ -2,13 +2,13 @@
 #include "tessera/data/image_batches.hpp"
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <system_error>
 
 #include "tessera/core/error.hpp"
+#include "tessera/data/synthetic_images.hpp"
 #include "tessera/io/image_file.hpp"
 #include "tessera/io/json_file.hpp"
 
@@ -64,28 +64,6 @@ void read_image_folder(const fs::path& dir, std::int64_t num_labels, std::vector
   }
 }
 
-std::uint64_t mix(std::uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-at::Tensor uniform_image(const models::ImageSpec& s, std::uint64_t seed) {
-  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return at::rand({s.channels, s.image_size, s.image_size}, g, at::TensorOptions().dtype(at::kFloat));
-}
-
-at::Tensor normalize(at::Tensor x01, const models::ImageSpec& s) {
-  const auto opts = at::TensorOptions().dtype(at::kFloat);
-  at::Tensor mean = at::empty({s.channels, 1, 1}, opts), stdev = at::empty({s.channels, 1, 1}, opts);
-  for (std::int64_t c = 0; c < s.channels; ++c) {
-    mean[c] = s.mean[static_cast<std::size_t>(c % 3)];
-    stdev[c] = s.std[static_cast<std::size_t>(c % 3)];
-  }
-  return (x01 - mean) / stdev;
-}
-
 }  // namespace
 
 models::ImageSpec with_preprocessor_config(models::ImageSpec spec, const fs::path& model_dir) {
@@ -139,7 +117,7 @@ at::Tensor prepare_image(const std::uint8_t* rgb, std::int64_t width, std::int64
   }
   x = x.squeeze(0).to(at::kFloat) / 255.0;
   if (spec.channels == 1) x = x.mean(0, /*keepdim=*/true);
-  return normalize(x, spec);
+  return detail::normalize(x, spec);
 }
 
 ImageBatches::ImageBatches(const RunConfig& cfg, models::ImageSpec spec, std::int64_t world_size)
@@ -151,9 +129,10 @@ ImageBatches::ImageBatches(const RunConfig& cfg, models::ImageSpec spec, std::in
                       "-channel images; tessera's image data gives RGB (3) or gray (1)");
   if (cfg.data.empty()) {
     const std::int64_t rows = cfg.num_train_samples > 0 ? cfg.num_train_samples : kSyntheticRows;
-    for (std::int64_t r = 0; r < rows; ++r)
-      labels_.push_back(static_cast<std::int64_t>(mix(seed_ ^ mix(static_cast<std::uint64_t>(r))) %
-                                                  static_cast<std::uint64_t>(spec_.num_labels)));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::uint64_t hash = detail::mix(seed_ ^ detail::mix(static_cast<std::uint64_t>(r)));
+      labels_.push_back(static_cast<std::int64_t>(hash % static_cast<std::uint64_t>(spec_.num_labels)));
+    }
     description_ = "synthetic images: " + std::to_string(rows) + " of " + std::to_string(spec_.channels) + "x" +
                    std::to_string(spec_.image_size) + "x" + std::to_string(spec_.image_size) + ", " +
                    std::to_string(spec_.num_labels) + " classes (seed " + std::to_string(cfg.seed) + ")";
@@ -186,11 +165,8 @@ ImageBatches::ImageBatches(const RunConfig& cfg, models::ImageSpec spec, std::in
 
 at::Tensor ImageBatches::image(std::int64_t row) const {
   if (paths_.empty()) {
-    // A class's fixed pattern (half of the range) plus the row's own noise (the other half).
-    const std::int64_t label = labels_[static_cast<std::size_t>(row)];
-    const at::Tensor pattern = uniform_image(spec_, mix(seed_ + 0x5bd1e995ull * static_cast<std::uint64_t>(label + 1)));
-    const at::Tensor noise = uniform_image(spec_, mix(seed_ ^ (0x27d4eb2full * static_cast<std::uint64_t>(row + 1))));
-    return normalize(pattern * 0.5 + noise * 0.5, spec_);
+    // Its class's fixed pattern plus its own noise (data/synthetic_images.hpp).
+    return detail::synthetic_image(spec_, seed_, labels_[static_cast<std::size_t>(row)], row);
   }
   const io::RgbImage img = io::read_image(paths_[static_cast<std::size_t>(row)]);
   return prepare_image(img.pixels.data(), img.width, img.height, spec_);

@@ -1,6 +1,7 @@
 // implements: checkpointed_blocks and wrapped_units (engine/block_selection.hpp).
 #include "tessera/engine/block_selection.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include "tessera/core/error.hpp"
@@ -79,6 +80,40 @@ std::vector<bool> checkpointed_blocks(const std::string& setting, std::span<cons
 std::vector<bool> wrapped_units(const std::string& setting, std::span<const models::UnitInfo> units,
                                 std::string_view family) {
   return select("wrap_blocks", setting, units, family, true);
+}
+
+std::vector<bool> frozen_units(const std::string& setting, std::span<const models::UnitInfo> units,
+                               std::string_view family) {
+  std::vector<bool> out(units.size(), false);
+  const std::vector<std::string> names = names_in(setting);
+  if (names.size() == 1 && names[0] == "none") return out;
+  for (const std::string& name : names) {
+    if (name == "none" || name == "all")
+      throw ConfigError("freeze=" + setting + ": " +
+                        (name == "none" ? std::string("none means nothing frozen and goes alone; drop the other names")
+                                        : std::string("all would leave nothing to train; name the parts to freeze")));
+    bool found = false;
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      const std::string& m = units[u].module;
+      if (m == name || (m.size() > name.size() && m.compare(0, name.size(), name) == 0 && m[name.size()] == '.')) {
+        out[u] = true;
+        found = true;
+      }
+    }
+    if (!found) {
+      std::set<std::string> tops;  // each unit's first path component, what freeze= usually names
+      for (const auto& u : units) tops.insert(u.module.substr(0, u.module.find('.')));
+      std::string list;
+      for (const auto& t : tops) list += (list.empty() ? "" : ", ") + t;
+      throw ConfigError("freeze=" + setting + ": '" + name + "' is no module of " + std::string(family) +
+                        "; name a module path such as " + list + " (or a deeper one, e.g. " + units.front().module +
+                        "), or none");
+    }
+  }
+  if (std::all_of(out.begin(), out.end(), [](bool f) { return f; }))
+    throw ConfigError("freeze=" + setting + " freezes every part of " + std::string(family) +
+                      ", so nothing would train; leave at least one part out");
+  return out;
 }
 
 }  // namespace tessera

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstring>
 #include <fstream>
+#include <utility>
 
 #include "tessera/io/json_file.hpp"
 
@@ -18,6 +19,21 @@ HfConfigJson::HfConfigJson(const std::filesystem::path& path, std::string_view m
   if (type != model_type)
     throw FormatError(where_ + ": model_type is \"" + type + "\"; tessera's " + std::string(family) +
                       " family reads model_type \"" + std::string(model_type) + "\"");
+}
+
+HfConfigJson::HfConfigJson(nlohmann::json json, std::string where, std::string_view model_type,
+                           std::string_view family)
+    : where_(std::move(where)), j_(std::move(json)) {
+  if (!j_.is_object()) throw FormatError(where_ + ": must be a JSON object, got " + json_type_phrase(j_));
+  const std::string type = string_or("model_type", std::string(model_type));
+  if (type != model_type)
+    throw FormatError(where_ + ": model_type is \"" + type + "\"; tessera's " + std::string(family) +
+                      " reads model_type \"" + std::string(model_type) + "\"");
+}
+
+HfConfigJson HfConfigJson::nested(const char* key, std::string_view model_type, std::string_view family) const {
+  if (!j_.contains(key)) throw FormatError(where_ + ": missing key \"" + std::string(key) + "\"");
+  return HfConfigJson(j_.at(key), where_ + ": " + key, model_type, family);
 }
 
 FormatError HfConfigJson::wrong(std::string_view key, std::string_view wanted, const nlohmann::json& v) const {

@@ -105,6 +105,24 @@ at::Tensor Opt::forward(const Config& c, CallRunner& run, const Batch& batch) {
   return stack_forward(run, static_cast<std::size_t>(c.num_hidden_layers), batch.inputs, batch.targets);
 }
 
+at::Tensor Opt::forward(const Config& c, CallRunner& run, const PrefixedTokens& in) {
+  if (c.has_projections())
+    throw ConfigError("OPT: word_embed_proj_dim=" + std::to_string(c.word_embed_proj_dim) + " differs from hidden_size=" +
+                      std::to_string(c.hidden_size) + ", so embeddings pass project_in; a prefix of embeddings "
+                      "(BLIP-2's queries) needs an OPT without projections (word_embed_proj_dim = hidden_size)");
+  const auto b = in.input_ids.size(0), p = in.prefix.size(1), n = p + in.input_ids.size(1), l = in.labels.size(1);
+  if (l > n)
+    throw Error("OPT: " + std::to_string(l) + " labels per row for " + std::to_string(n) + " positions");
+  const at::Tensor mask = at::cat({at::ones({b, p}, in.attention_mask.options()), in.attention_mask}, 1);
+  // The labels of the last l positions, then shifted: position i predicts label i + 1; the rest is ignored.
+  const at::Tensor ignored = at::full({b, n - l + 1}, kIgnoreIndex, in.labels.options());
+  const at::Tensor targets = at::cat({ignored.narrow(1, 0, n - l), in.labels, ignored.narrow(1, 0, 1)}, 1).narrow(1, 1, n);
+  at::Tensor x = run.call(0, {in.input_ids, mask, in.prefix});
+  const auto blocks = static_cast<std::size_t>(c.num_hidden_layers);
+  for (std::size_t k = 1; k <= blocks; ++k) x = run.call(k, {x, mask});
+  return run.call(blocks + 1, {x, targets});
+}
+
 namespace {
 
 // Unit 0: tokens (B, T) -> embed_tokens (B, T, word) [-> project_in (B, T, H)] + embed_positions (T, H).
@@ -120,10 +138,24 @@ at::Tensor embed(const OptConfig& c, const Opt::Context& ctx, const CallWeights&
   return x + at::embedding(w[0][embed_positions], ctx.positions.narrow(0, 0, t));
 }
 
+// Unit 0 behind a prefix: [prefix (B, P, H); embed_tokens(tokens) (B, T, H)] + embed_positions at
+// cumsum(mask) * mask - 1 + 2 (mask (B, P + T); padding reads row 1), as OPTDecoder with inputs_embeds.
+at::Tensor embed_prefixed(const OptConfig& c, const Opt::Context& ctx, const CallWeights& w, const at::Tensor& tokens,
+                          const at::Tensor& mask, const at::Tensor& prefix) {
+  const auto n = mask.size(1);
+  if (n > ctx.positions.size(0))
+    throw Error("OPT: " + std::to_string(n) + " positions per row, but the context was built for " +
+                std::to_string(ctx.positions.size(0)) + "; build it with make_context(config, seq_len >= " +
+                std::to_string(n) + ", ...)");
+  const at::Tensor x = at::cat({prefix, at::embedding(w[0][embed_tokens], tokens, c.pad_token_id)}, 1);
+  const at::Tensor positions = at::cumsum(mask, 1) * mask - 1 + 2;
+  return x + at::embedding(w[0][embed_positions], positions);
+}
+
 // One OPTDecoderLayer, w = the Block parameters. (B, T, H) -> (B, T, H).
 // Pre-LN:  x1 = x + attn(ln1(x));  out = x1 + mlp(ln2(x1)).
 // Post-LN: x1 = ln1(x + attn(x));  out = ln2(x1 + mlp(x1)).
-at::Tensor decoder_layer(const OptConfig& c, const CallWeights& w, const at::Tensor& x) {
+at::Tensor decoder_layer(const OptConfig& c, const CallWeights& w, const at::Tensor& x, const at::Tensor& mask) {
   const auto b = x.size(0), t = x.size(1), heads = c.num_attention_heads, d = c.head_dim();
   const bool pre = c.do_layer_norm_before;
 
@@ -134,8 +166,13 @@ at::Tensor decoder_layer(const OptConfig& c, const CallWeights& w, const at::Ten
   const at::Tensor q = (w.linear(0, q_w, h, q_b) * scaling).view({b, t, heads, d}).transpose(1, 2);
   const at::Tensor k = w.linear(0, k_w, h, k_b).view({b, t, heads, d}).transpose(1, 2);
   const at::Tensor v = w.linear(0, v_w, h, v_b).view({b, t, heads, d}).transpose(1, 2);
-  const at::Tensor attn = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                                           /*is_causal=*/true, /*scale=*/1.0)
+  // With a padding mask (B, T): causal and not padded, (B, 1, T, T) booleans, as transformers' causal mask.
+  at::Tensor allowed;
+  if (mask.defined())
+    allowed = at::ones({t, t}, mask.options().dtype(at::kBool)).tril().unsqueeze(0).logical_and(
+                  mask.to(at::kBool).unsqueeze(1)).unsqueeze(1);
+  const at::Tensor attn = at::scaled_dot_product_attention(q, k, v, allowed, /*dropout_p=*/0.0,
+                                                           /*is_causal=*/!mask.defined(), /*scale=*/1.0)
                               .transpose(1, 2)
                               .reshape({b, t, heads * d});
   at::Tensor x1 = x + w.linear(0, out_w, attn, out_b);
@@ -173,8 +210,8 @@ at::Tensor head(const OptConfig& c, const CallWeights& w, const at::Tensor& x, c
 at::Tensor Opt::compute(const Config& c, const Context& ctx, std::size_t call, const CallWeights& w,
                         std::span<const at::Tensor> in) {
   const auto blocks = static_cast<std::size_t>(c.num_hidden_layers);
-  if (call == 0) return embed(c, ctx, w, in[0]);
-  if (call <= blocks) return decoder_layer(c, w, in[0]);
+  if (call == 0) return in.size() == 3 ? embed_prefixed(c, ctx, w, in[0], in[1], in[2]) : embed(c, ctx, w, in[0]);
+  if (call <= blocks) return decoder_layer(c, w, in[0], in.size() > 1 ? in[1] : at::Tensor());
   return head(c, w, in[0], in[1]);
 }
 

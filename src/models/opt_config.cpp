@@ -95,8 +95,9 @@ std::span<const std::string_view> opt_preset_names() {
 
 OptConfig opt_preset(std::string_view name) { return io::find_preset(presets(), name, "OPT"); }
 
-OptConfig read_opt_config(const std::filesystem::path& path) {
-  const io::HfConfigJson file(path, "opt", "OPT");
+OptConfig read_opt_config(const std::filesystem::path& path) { return read_opt_config(io::HfConfigJson(path, "opt", "OPT")); }
+
+OptConfig read_opt_config(const io::HfConfigJson& file) {
   const std::string& where = file.where();
   const nlohmann::json& j = file.json();
   if (const std::string act = file.string_or("activation_function", "relu"); act != "relu")

@@ -252,25 +252,40 @@ at::Tensor T5::shift_right(const Config& c, const at::Tensor& labels) {
   return shifted.masked_fill(shifted.eq(kIgnoreIndex), c.pad_token_id);
 }
 
-at::Tensor T5::forward(const Config& c, CallRunner& run, const Batch& batch) {
+namespace {
+
+// The program once the encoder's first call is made: x its output (B, S, d_model), mask (B, S) the encoder's.
+at::Tensor encode_decode(const T5Config& c, CallRunner& run, at::Tensor x, const at::Tensor& mask,
+                         const at::Tensor& labels) {
   const Layout at_(c);
-  at::Tensor x = run.call(0, {batch.inputs});
-  const at::Tensor encoder_bias = run.call(Layout::encoder_table, {batch.attention_mask});
+  const at::Tensor encoder_bias = run.call(Layout::encoder_table, {mask});
   for (std::size_t i = 0; i < at_.e; ++i) x = run.call(at_.encoder_block(i), {x, encoder_bias});
   const at::Tensor encoder_out = run.call(at_.encoder_norm(), {x});
   x = at::Tensor();
 
-  const at::Tensor decoder_ids = shift_right(c, batch.labels);
+  const at::Tensor decoder_ids = T5::shift_right(c, labels);
   at::Tensor y = run.call(at_.decoder_embed_call(), {decoder_ids});
   const at::Tensor decoder_bias = run.call(at_.decoder_bias_call(), {decoder_ids});
-  for (std::size_t j = 0; j < at_.d; ++j)
-    y = run.call(at_.decoder_block_call(j), {y, decoder_bias, encoder_out, batch.attention_mask});
-  return run.call(at_.head_call(), {y, batch.labels});
+  for (std::size_t j = 0; j < at_.d; ++j) y = run.call(at_.decoder_block_call(j), {y, decoder_bias, encoder_out, mask});
+  return run.call(at_.head_call(), {y, labels});
+}
+
+}  // namespace
+
+at::Tensor T5::forward(const Config& c, CallRunner& run, const Batch& batch) {
+  return encode_decode(c, run, run.call(0, {batch.inputs}), batch.attention_mask, batch.labels);
+}
+
+at::Tensor T5::forward(const Config& c, CallRunner& run, const PrefixedTokens& in) {
+  const auto b = in.input_ids.size(0), p = in.prefix.size(1);
+  const at::Tensor mask = at::cat({at::ones({b, p}, in.attention_mask.options()), in.attention_mask}, 1);
+  return encode_decode(c, run, run.call(0, {in.input_ids, in.prefix}), mask, in.labels);
 }
 
 at::Tensor T5::compute(const Config& c, const Context& ctx, std::size_t call, const CallWeights& w,
                        std::span<const at::Tensor> in) {
   const Layout at_(c);
+  if (call == 0 && in.size() == 2) return at::cat({in[1], at::embedding(w[0][0], in[0])}, 1);  // behind a prefix
   if (call == 0 || call == at_.decoder_embed_call()) return at::embedding(w[0][0], in[0]);
   if (call == Layout::encoder_table) {  // {attention_mask (B, S)}
     const at::Tensor& table = w[0][0];

@@ -115,7 +115,10 @@ std::span<const std::string_view> t5_preset_names() {
 T5Config t5_preset(std::string_view name) { return io::find_preset(presets(), name, "T5"); }
 
 T5Config read_t5_config(const std::filesystem::path& path) {
-  const io::HfConfigJson file(path, "t5", "T5");
+  return read_t5_config(io::HfConfigJson(path, "t5", "T5"), checkpoint_has_lm_head(path));
+}
+
+T5Config read_t5_config(const io::HfConfigJson& file, bool checkpoint_has_own_lm_head) {
   const std::string& where = file.where();
   T5Config c;
   const std::string ff = file.string_or("feed_forward_proj", "relu");
@@ -147,7 +150,7 @@ T5Config read_t5_config(const std::filesystem::path& path) {
   // scale_decoder_outputs itself (transformers 5 writes both keys).
   const bool tie = file.boolean_or("tie_word_embeddings", true);
   c.scale_decoder_outputs = file.boolean_or("scale_decoder_outputs", tie);
-  c.tie_word_embeddings = tie && !checkpoint_has_lm_head(path);
+  c.tie_word_embeddings = tie && !checkpoint_has_own_lm_head;
   return file.checked(c);
 }
 

@@ -57,6 +57,7 @@ struct RunConfig {
   std::string adapter;
   bool merge_adapter = false;
   std::string checkpoint_blocks = "all";
+  std::string freeze = "none";
   std::string device = "auto";
   std::int64_t threads = 0;
   std::int64_t log_every = 1;
@@ -66,7 +67,7 @@ struct RunConfig {
 template <>
 struct config_fields<RunConfig> {
   static constexpr std::string_view title = "run config";
-  static constexpr std::array<FieldDoc, 31> docs{{
+  static constexpr std::array<FieldDoc, 32> docs{{
       {"model",
        "model preset of the experiment's model family (--help lists them, e.g. tiny); ignored when model_dir "
        "is set"},
@@ -74,7 +75,7 @@ struct config_fields<RunConfig> {
        "Hugging Face model dir of the experiment's family (config.json + model.safetensors or its .index.json); "
        "empty = build the model preset"},
       {"data", "language models: a token file (nanoGPT uint16 .bin or llm.c headered .bin); T5: a directory with "
-               "pairs.jsonl; image models: a directory of images (labels.jsonl, or one directory per class); empty = "
+               "pairs.jsonl; BLIP-2: a directory with captions.jsonl and its images; image models: a directory of images (labels.jsonl, or one directory per class); empty = "
                "synthetic data of the family's kind"},
       {"seq_len", "tokens per training row (context length), >= 2"},
       {"lr", "learning rate, > 0 (before lr_scaling)"},
@@ -115,6 +116,10 @@ struct config_fields<RunConfig> {
       {"checkpoint_blocks",
        "CheckpointEveryNth: the block types the policy counts and checkpoints (comma-separated, e.g. "
        "Blip2QFormerLayer,OPTDecoderLayer), as Lightning's activation_checkpointing_policy; all = every block type"},
+      {"freeze",
+       "parts of the model never trained (no gradients, no optimizer state), as requires_grad_(False) on a "
+       "sub-module: comma-separated module paths, each freezing every unit under it (BLIP-2: vision_model, qformer, "
+       "query_tokens, language_projection, language_model); none = train everything"},
       {"device", "auto (cuda if available, else cpu), cpu, cuda or cuda:N (N = GPU index)"},
       {"threads", "CPU threads for intra-op parallelism per rank; 0 = the node's cores shared among its ranks"},
       {"log_every", "print a step line every N steps"},

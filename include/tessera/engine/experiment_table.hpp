@@ -21,6 +21,18 @@ std::string Trainer<Exp>::describe() const {
   const std::int64_t trained = store_.numel();
   row("model", std::string(Model::name) + " " + (cfg_.model_dir.empty() ? cfg_.model : cfg_.model_dir) + " (" +
                    std::to_string(trains_adapters ? adapters_.frozen_numel() : trained) + " parameters)");
+  if constexpr (!trains_adapters) {
+    if (cfg_.freeze != "none") {
+      const std::vector<bool> frozen = frozen_units();
+      std::int64_t numel = 0;
+      for (const ParamSpec& p : Model::parameters(model_))
+        if (frozen[p.unit]) numel += p.numel();
+      std::size_t units = 0;
+      for (bool f : frozen) units += f ? 1 : 0;
+      row("frozen", cfg_.freeze + ": " + std::to_string(numel) + " parameters in " + std::to_string(units) +
+                        " unit(s), no gradients or optimizer state; " + std::to_string(trained - numel) + " train");
+    }
+  }
   std::string sharding = std::string(Sharding::name) + " (ZeRO stage " + std::to_string(stage) + ")";
   if constexpr (stage <= 1) sharding += ", " + std::to_string(engine_.num_buckets()) + " gradient bucket(s)";
   if constexpr (stage >= 1) sharding += ", shard group of " + std::to_string(group_size_) + " rank(s)";

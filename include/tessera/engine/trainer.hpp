@@ -247,12 +247,20 @@ class Trainer {
     }
   }
 
-  // The family's frozen units; none under an adapter (the adapters are what trains, wherever they sit).
+  // The units freeze= names (and any the family marks frozen); none under an adapter, where the whole base is
+  // frozen already and the adapters are what trains.
   std::vector<bool> frozen_units() const {
-    std::vector<bool> frozen;
-    if constexpr (!trains_adapters)
-      for (const models::UnitInfo& u : units_) frozen.push_back(u.frozen);
-    return frozen;
+    if constexpr (trains_adapters) {
+      if (cfg_.freeze != "none")
+        throw ConfigError("freeze=" + cfg_.freeze + ": under Lora/QLora the whole base model "
+                          "is frozen already and only the adapters train; leave freeze=none (choose the adapted "
+                          "modules with lora_targets)");
+      return {};
+    } else {
+      std::vector<bool> frozen = tessera::frozen_units(cfg_.freeze, units_, Model::name);
+      for (std::size_t u = 0; u < units_.size(); ++u) frozen[u] = frozen[u] || units_[u].frozen;
+      return frozen;
+    }
   }
 
   // model_dir's weights, opened (headers only) and checked against the model's parameters, so that a

@@ -21,6 +21,11 @@ class HfConfigJson {
   // Reads the file (io::read_json_file) and checks that model_type is `model_type`; `family` names the family in
   // messages ("Llama", "OPT").
   HfConfigJson(const std::filesystem::path& path, std::string_view model_type, std::string_view family);
+  // A config nested in another (BLIP-2's "text_config"): `json` itself, named `where` in messages
+  // ("<file>: text_config"); FormatError when it is not an object or its model_type differs.
+  HfConfigJson(nlohmann::json json, std::string where, std::string_view model_type, std::string_view family);
+  // The object under `key` of this one, as a config of its own (absent or not an object: FormatError).
+  HfConfigJson nested(const char* key, std::string_view model_type, std::string_view family) const;
 
   const nlohmann::json& json() const { return j_; }
   const std::string& where() const { return where_; }

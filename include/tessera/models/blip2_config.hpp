@@ -1,13 +1,15 @@
 #pragma once
 // defines: Blip2VisionConfig, Blip2QFormerConfig and Blip2Config<LmConfig> (Hugging Face Blip2Config's fields that
 // shape Blip2ForConditionalGeneration: the vision model, the Q-Former, the query tokens and the language model's
-// config), their presets, and exact parameter counts. (Work in progress: config.json in and out and the family
-// come next.)
+// config), their presets, exact parameter counts, and reading and writing config.json (the sub-models' configs
+// nested as vision_config, qformer_config and text_config).
 //
 // Not modelled, because tessera trains without them: dropout, and the Q-Former's text path (use_qformer_text_input:
 // Blip2ForConditionalGeneration never runs it, so its word embeddings and text feed-forward are absent).
 #include <cstdint>
+#include <filesystem>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "tessera/models/opt_config.hpp"
@@ -53,12 +55,18 @@ struct Blip2QFormerConfig {
 // The language model's width, what language_projection maps the Q-Former's output to.
 inline std::int64_t lm_width(const OptConfig& c) { return c.hidden_size; }
 inline std::int64_t lm_width(const T5Config& c) { return c.d_model; }
+inline std::int64_t text_vocab_size(const OptConfig& c) { return c.vocab_size; }
+inline std::int64_t text_vocab_size(const T5Config& c) { return c.vocab_size; }
 
 template <class LmConfig>
 struct Blip2Config {
   Blip2VisionConfig vision;
   Blip2QFormerConfig qformer;
   std::int64_t num_query_tokens = 32;
+  // The token id that marks the query positions in Hugging Face's input_ids (the processor puts num_query_tokens of
+  // them before the caption; the model replaces their embeddings with the projected queries). tessera's captions hold
+  // the caption alone and the family puts the queries first; the id is what a labels=input_ids loss sees there.
+  std::int64_t image_token_index = 0;
   LmConfig text;
   double initializer_range = 0.02;
 
@@ -79,5 +87,19 @@ std::span<const std::string_view> blip2_opt_preset_names();
 Blip2Config<OptConfig> blip2_opt_preset(std::string_view name);
 std::span<const std::string_view> blip2_t5_preset_names();
 Blip2Config<T5Config> blip2_t5_preset(std::string_view name);
+
+// Reads DIR/config.json (model_type "blip-2", text_config's model_type "opt" or "t5" as LmConfig says); FormatError
+// names the file, the nested config and the key. Settings tessera does not compute (a vision hidden_act other than
+// gelu, qkv_bias false, use_qformer_text_input) are refused.
+template <class LmConfig>
+Blip2Config<LmConfig> read_blip2_config(const std::filesystem::path& config_json);
+// The Hugging Face config.json text of `config` (indent < 0: one line), which transformers loads as
+// Blip2ForConditionalGeneration.
+template <class LmConfig>
+std::string blip2_config_json(const Blip2Config<LmConfig>& config, std::string_view torch_dtype = "float32",
+                              int indent = -1);
+template <class LmConfig>
+void write_blip2_config(const std::filesystem::path& config_json, const Blip2Config<LmConfig>& config,
+                        std::string_view torch_dtype);
 
 }  // namespace tessera::models

@@ -7,6 +7,8 @@
 //   TokenBatch   the batch of the causal language models, TokenSpec what its data checks against the model
 //   ImageBatch   the batch of image classifiers, ImageSpec how its images are prepared for the model
 //   Seq2SeqBatch the batch of encoder-decoder language models, Seq2SeqSpec what its data checks against the model
+//   PrefixedTokens a language model's inputs behind embeddings another model made (BLIP-2's queries)
+//   CaptionBatch the batch of image-to-text models (BLIP-2), CaptionSpec what its data checks against the model
 #include <ATen/ATen.h>
 
 #include <array>
@@ -112,6 +114,41 @@ struct Seq2SeqSpec {
   std::int64_t vocab_size = 0;
   std::int64_t pad_token_id = 0;
 };
+// A language model's inputs when a prefix of embeddings precedes the token ids' own, as a Hugging Face model gets
+// them as inputs_embeds = [prefix; embed(input_ids)] (BLIP-2's projected queries). On the compute device.
+struct PrefixedTokens {
+  at::Tensor prefix;          // (B, P, width) in the compute dtype, always attended
+  at::Tensor input_ids;       // (B, T) int64
+  at::Tensor attention_mask;  // (B, T) int64 over the ids: 1 for a token, 0 for padding
+  // As the model's Hugging Face class takes labels with those inputs_embeds: a causal LM's (B, L) labels of the last
+  // L of the P + T positions, unshifted (L = P + T: all of them); an encoder-decoder LM's decoder labels (B, L).
+  // -100 is ignored by the loss.
+  at::Tensor labels;
+};
+
+// Image-to-text (BLIP-2): images and their captions, on the compute device. Captions are padded per batch.
+struct CaptionBatch {
+  at::Tensor pixels;          // (B, C, S, S) fp32, normalized as the model's image processor does
+  at::Tensor input_ids;       // (B, T) int64 caption token ids; pad_token_id after a row's end
+  at::Tensor attention_mask;  // (B, T) int64: 1 for a token, 0 for padding
+  // (B, L) int64 targets, -100 ignored, when a row of the batch has labels of its own (a row without has its input
+  // ids there). Undefined when none has: the model then computes the loss of labels=input_ids, as the labs pass it
+  // (for BLIP-2, its Hugging Face input_ids: the query positions' image tokens, then the caption, pads included).
+  at::Tensor labels;
+};
+// What caption data must know of the model: its images (ImageSpec), token ids below vocab_size, the pad id, and for
+// the step's token count the positions the model adds to each caption (query tokens) and whether the labels are a
+// second sequence (an encoder-decoder LM's decoder) or the inputs' own positions (a decoder-only LM).
+struct CaptionSpec {
+  ImageSpec image;
+  std::int64_t vocab_size = 0;
+  std::int64_t pad_token_id = 0;
+  std::int64_t prefix_positions = 0;
+  bool labels_are_a_sequence = false;
+  // A token id captions must not hold (BLIP-2's image token, which marks the query positions); -1: none.
+  std::int64_t reserved_token_id = -1;
+};
+
 // The PEFT task_type a family's batch type means (adapter_config.json): which PeftModel class loads its adapters.
 // Empty (written as null) where PEFT has none, as for image classifiers.
 template <class Batch>

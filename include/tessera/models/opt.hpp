@@ -56,11 +56,19 @@ struct Opt {
   static Context make_context(const Config& config, std::int64_t seq_len, c10::ScalarType compute_dtype,
                               c10::Device device);
 
-  // call 0: {tokens (B, T)} -> (B, T, H); blocks: {x (B, T, H)} -> (B, T, H);
-  // head: {x, targets (B, T)} -> the mean cross-entropy over all B*T positions, fp32 scalar.
+  // call 0: {tokens (B, T)} -> (B, T, H), or {tokens, attention_mask (B, P + T), prefix (B, P, H)} ->
+  //         [prefix; embed(tokens)] + the positions of the unpadded ones (OPTLearnedPositionalEmbedding: the
+  //         cumulative count of attended positions, padding at position -1), (B, P + T, H);
+  // blocks: {x (B, N, H)} -> causal attention, or {x, attention_mask (B, N)} -> causal attention that also skips
+  //         padded keys;
+  // head: {x, targets (B, N)} -> the mean cross-entropy over the positions whose target is not -100, fp32 scalar.
   static at::Tensor compute(const Config& config, const Context& ctx, std::size_t call, const CallWeights& w,
                             std::span<const at::Tensor> inputs);
   static at::Tensor forward(const Config& config, CallRunner& run, const Batch& batch);
+  // The same program behind a prefix of embeddings (BLIP-2), with OPTForCausalLM's loss on inputs_embeds =
+  // [prefix; embed(input_ids)] and the labels of the last L positions, shifted inside (see PrefixedTokens).
+  // ConfigError for a model with project_in/project_out (the prefix would have to be word_embed_proj_dim wide).
+  static at::Tensor forward(const Config& config, CallRunner& run, const PrefixedTokens& tokens);
 };
 
 }  // namespace tessera::models

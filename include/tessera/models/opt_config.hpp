@@ -10,6 +10,10 @@
 #include <string>
 #include <string_view>
 
+namespace tessera::io {
+class HfConfigJson;
+}  // namespace tessera::io
+
 namespace tessera::models {
 
 struct OptConfig {
@@ -50,6 +54,8 @@ OptConfig opt_preset(std::string_view name);
 
 // Reads DIR/config.json (model_type "opt"); FormatError names the file and the key.
 OptConfig read_opt_config(const std::filesystem::path& config_json);
+// The same from a config already open (BLIP-2's text_config).
+OptConfig read_opt_config(const io::HfConfigJson& config);
 // The Hugging Face config.json text of `config` (indent < 0: one line), which transformers loads as
 // OPTForCausalLM.
 std::string opt_config_json(const OptConfig& config, std::string_view torch_dtype = "float32", int indent = -1);

@@ -69,7 +69,8 @@ struct T5 {
                               c10::Device device);
 
   // Calls and their inputs:
-  //   embedding          {ids (B, N)} -> (B, N, d_model)
+  //   embedding          {ids (B, N)} -> (B, N, d_model); the encoder's also {ids (B, T), prefix (B, P, d_model)}
+  //                      -> [prefix; shared(ids)] (B, P + T, d_model)
   //   encoder bias       {attention_mask (B, S)} -> (B, heads, S, S): the table's bias, padded keys at the dtype's min
   //   encoder block      {x, bias} -> x
   //   encoder final norm {x} -> the encoder's output
@@ -79,6 +80,9 @@ struct T5 {
   static at::Tensor compute(const Config& config, const Context& ctx, std::size_t call, const CallWeights& w,
                             std::span<const at::Tensor> inputs);
   static at::Tensor forward(const Config& config, CallRunner& run, const Batch& batch);
+  // The same program with the encoder's inputs behind a prefix of embeddings (BLIP-2): the encoder reads
+  // [prefix; shared(input_ids)] under the mask [1..1; attention_mask], the decoder the labels (see PrefixedTokens).
+  static at::Tensor forward(const Config& config, CallRunner& run, const PrefixedTokens& tokens);
 
   // The decoder's inputs: labels shifted right by one, decoder_start_token_id first, -100 replaced by pad_token_id
   // (T5PreTrainedModel._shift_right).

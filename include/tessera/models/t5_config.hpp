@@ -10,6 +10,10 @@
 #include <string>
 #include <string_view>
 
+namespace tessera::io {
+class HfConfigJson;
+}  // namespace tessera::io
+
 namespace tessera::models {
 
 struct T5Config {
@@ -54,6 +58,9 @@ T5Config t5_preset(std::string_view name);
 // transformers: tie_word_embeddings (absent: true), except that a checkpoint next to the file holding its own
 // lm_head.weight keeps it (transformers 5 writes tie_word_embeddings true for every T5, and keeps a saved lm_head).
 T5Config read_t5_config(const std::filesystem::path& config_json);
+// The same from a config already open (BLIP-2's text_config); whether the checkpoint next to it holds its own
+// lm_head (under whatever name) is the caller's to say.
+T5Config read_t5_config(const io::HfConfigJson& config, bool checkpoint_has_own_lm_head);
 // The Hugging Face config.json text of `config` (indent < 0: one line), which transformers loads as
 // T5ForConditionalGeneration.
 std::string t5_config_json(const T5Config& config, std::string_view torch_dtype = "float32", int indent = -1);

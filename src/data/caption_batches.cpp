@@ -1,0 +1,263 @@
+// implements: CaptionBatches (data/caption_batches.hpp).
+#include "tessera/data/caption_batches.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <system_error>
+
+#include "tessera/core/error.hpp"
+#include "tessera/data/image_batches.hpp"
+#include "tessera/data/synthetic_images.hpp"
+#include "tessera/io/image_file.hpp"
+#include "tessera/io/json_file.hpp"
+
+namespace tessera::data {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr std::int64_t kSyntheticRows = 512;
+constexpr std::int64_t kSyntheticClasses = 16;
+constexpr const char* kLineShape =
+    "each line is {\"image\": \"images/0001.png\", \"input_ids\": [2, 37, 423]}, optionally with \"labels\": [...]";
+
+// data= as the captions file: DIR/captions.jsonl, or the .jsonl file itself.
+fs::path captions_file(const std::string& data) {
+  const fs::path path(data);
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    const fs::path file = path / "captions.jsonl";
+    if (!fs::exists(file, ec))
+      throw ConfigError("data=" + data + ": no captions.jsonl in it; image-to-text data is " + file.string() +
+                        ", one image and its caption's token ids per line (" + kLineShape +
+                        "), image paths relative to " + path.string());
+    return file;
+  }
+  if (!fs::exists(path, ec))
+    throw ConfigError("data=" + data + ": no such file or directory; give a directory with captions.jsonl in it, or "
+                      "the captions.jsonl file itself");
+  if (path.extension() != ".jsonl")
+    throw ConfigError("data=" + data + ": image-to-text models read captions.jsonl (" + kLineShape +
+                      "), not this file; token files are for the causal language models");
+  return path;
+}
+
+// One of "input_ids" / "labels" of a line, checked: a non-empty array of at most seq_len ids below vocab_size and
+// other than the model's reserved id (labels may also hold -100, but not only -100).
+std::vector<std::int64_t> read_ids(const nlohmann::json& j, const char* key, const std::string& where,
+                                   const models::CaptionSpec& spec, std::int64_t seq_len) {
+  const std::int64_t vocab_size = spec.vocab_size;
+  const bool labels = std::string_view(key) == "labels";
+  if (!j.contains(key))
+    throw ConfigError(where + ": no \"" + key + "\"; " + kLineShape);
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_array())
+    throw ConfigError(where + ": \"" + key + "\" must be an array of token ids, got " + io::json_type_phrase(v) + " " +
+                      io::json_excerpt(v, 40) + "; " + kLineShape);
+  if (v.empty())
+    throw ConfigError(where + ": \"" + key + "\" is empty; " +
+                      (labels ? "leave \"labels\" out to train on the input ids, or give at least one target token id"
+                              : "a caption needs at least one token"));
+  if (static_cast<std::int64_t>(v.size()) > seq_len)
+    throw ConfigError(where + ": \"" + key + "\" has " + std::to_string(v.size()) + " tokens, more than seq_len=" +
+                      std::to_string(seq_len) + "; raise seq_len or shorten the row");
+  std::vector<std::int64_t> ids;
+  ids.reserve(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const nlohmann::json& e = v[i];
+    const std::string at = where + ": \"" + key + "\"[" + std::to_string(i) + "] ";
+    if (!e.is_number_integer())
+      throw ConfigError(at + "must be an integer token id, got " + io::json_excerpt(e, 40));
+    // An unsigned value beyond int64 is out of range whatever the vocabulary: keep it from wrapping.
+    const bool huge = e.is_number_unsigned() && e.get<std::uint64_t>() > static_cast<std::uint64_t>(
+                                                                            std::numeric_limits<std::int64_t>::max());
+    const std::int64_t id = huge ? std::numeric_limits<std::int64_t>::max() : e.get<std::int64_t>();
+    if (labels && id == models::kIgnoreIndex) {
+      ids.push_back(id);
+      continue;
+    }
+    if (huge || id < 0 || id >= vocab_size)
+      throw ConfigError(at + "is " + io::json_excerpt(e, 40) + ", " +
+                        (labels ? "neither a token id of the model (0 to " + std::to_string(vocab_size - 1) +
+                                      ") nor -100 (ignored by the loss)"
+                                : "not a token id of the model (0 to " + std::to_string(vocab_size - 1) + ")") +
+                        "; tokenize with the model's own tokenizer");
+    if (id == spec.reserved_token_id)
+      throw ConfigError(at + "is " + std::to_string(id) + ", the id the model reserves for its image token, which "
+                        "marks the query positions it puts before each caption; give the caption's own token ids, "
+                        "without image tokens");
+    ids.push_back(id);
+  }
+  if (labels && std::all_of(ids.begin(), ids.end(), [](std::int64_t id) { return id == models::kIgnoreIndex; }))
+    throw ConfigError(where + ": \"labels\" are all -100 (ignored by the loss), so the caption trains nothing; give "
+                      "at least one target token id, or leave \"labels\" out to train on the input ids");
+  return ids;
+}
+
+// The rows of a captions.jsonl file, every line checked and every image probed (header only).
+void read_captions_jsonl(const std::string& data, const fs::path& file, const models::CaptionSpec& spec,
+                         std::int64_t seq_len, std::vector<fs::path>& paths,
+                         std::vector<std::vector<std::int64_t>>& inputs,
+                         std::vector<std::vector<std::int64_t>>& labels) {
+  const fs::path dir = file.parent_path();
+  io::for_each_json_line(file, kLineShape, [&](const std::string& where, const nlohmann::json& j) {
+    if (!j.contains("input_ids") && j.contains("text"))
+      throw ConfigError(where + ": a text caption (\"text\"), but text needs a tokenizer, which tessera does not have "
+                        "yet; give token ids of the model's own tokenizer instead: " + kLineShape);
+    if (!j.contains("image") || !j.at("image").is_string())
+      throw ConfigError(where + ": \"image\" must be the image's path (a string), relative to " + dir.string());
+    std::vector<std::int64_t> in = read_ids(j, "input_ids", where, spec, seq_len);
+    std::vector<std::int64_t> lab;
+    if (j.contains("labels")) {
+      lab = read_ids(j, "labels", where, spec, seq_len);
+      if (!spec.labels_are_a_sequence && lab.size() != in.size())
+        throw ConfigError(where + ": \"labels\" has " + std::to_string(lab.size()) + " ids but \"input_ids\" has " +
+                          std::to_string(in.size()) + "; the model's language model is decoder-only, so its labels "
+                          "are one target per input position (-100 where none): give as many as \"input_ids\", or "
+                          "leave \"labels\" out to train on the input ids");
+    }
+    const fs::path image = dir / j.at("image").get<std::string>();
+    try {
+      io::probe_image(image);
+    } catch (const FormatError& e) {
+      throw ConfigError("data=" + data + ": " + where + ": " + e.what());
+    }
+    paths.push_back(image);
+    inputs.push_back(std::move(in));
+    labels.push_back(std::move(lab));
+  });
+}
+
+}  // namespace
+
+CaptionBatches::CaptionBatches(const RunConfig& cfg, models::CaptionSpec spec, std::int64_t world_size)
+    : spec_(spec), batch_size_(cfg.batch_size), seed_(static_cast<std::uint64_t>(cfg.seed)) {
+  spec_.image = with_preprocessor_config(spec_.image, cfg.model_dir);
+  if (spec_.image.channels != 3 && spec_.image.channels != 1)
+    throw ConfigError("the model takes " + std::to_string(spec_.image.channels) +
+                      "-channel images; tessera's image data gives RGB (3) or gray (1)");
+  if (spec_.vocab_size < 1)
+    throw ConfigError("the model's vocab_size is " + std::to_string(spec_.vocab_size) +
+                      "; fix vocab_size in its config.json");
+  if (spec_.pad_token_id < 0 || spec_.pad_token_id >= spec_.vocab_size)
+    throw ConfigError("the model's pad_token_id " + std::to_string(spec_.pad_token_id) +
+                      " is not a token id of its vocabulary (0 to " + std::to_string(spec_.vocab_size - 1) +
+                      "); fix pad_token_id in its config.json");
+  if (cfg.seq_len < 1)
+    throw ConfigError("seq_len is " + std::to_string(cfg.seq_len) + "; it must be >= 1 (the longest caption in "
+                      "tokens)");
+  if (cfg.data.empty()) {
+    const std::int64_t rows = cfg.num_train_samples > 0 ? cfg.num_train_samples : kSyntheticRows;
+    // Captions from max(1, seq_len / 2) to seq_len tokens long, so that batches need padding.
+    const std::int64_t shortest = std::min(cfg.seq_len, std::max<std::int64_t>(1, cfg.seq_len / 2));
+    const auto lengths = static_cast<std::uint64_t>(cfg.seq_len - cfg.seq_len / 2 + 1);
+    // Each class's fixed caption of seq_len ids; 0 and 1 (pad, bos or eos in most vocabularies) are avoided when the
+    // vocabulary allows, and the model's reserved id (BLIP-2's image token) always.
+    const std::int64_t low = spec_.vocab_size > 2 ? 2 : 0;
+    const std::int64_t reserved = spec_.reserved_token_id;
+    const bool skip = reserved >= low && reserved < spec_.vocab_size;
+    if (skip && spec_.vocab_size - low < 2)
+      throw ConfigError("the model's vocabulary (" + std::to_string(spec_.vocab_size) + " ids) leaves no token id for "
+                        "synthetic captions beside its reserved id " + std::to_string(reserved) +
+                        "; use a model with a larger vocab_size, or give data=");
+    const auto span = static_cast<std::uint64_t>(spec_.vocab_size - low - (skip ? 1 : 0));
+    std::vector<std::vector<std::int64_t>> captions(static_cast<std::size_t>(kSyntheticClasses));
+    for (std::size_t k = 0; k < captions.size(); ++k) {
+      const std::uint64_t base = detail::mix(seed_ ^ (0xc2b2ae3d27d4eb4full * static_cast<std::uint64_t>(k + 1)));
+      for (std::int64_t i = 0; i < cfg.seq_len; ++i) {
+        std::int64_t id = low + static_cast<std::int64_t>(detail::mix(base + static_cast<std::uint64_t>(i)) % span);
+        if (skip && id >= reserved) ++id;  // the ids above the reserved one move up by one
+        captions[k].push_back(id);
+      }
+    }
+    // Row r hashes (seed, r) alone: the same row whatever the world size or num_train_samples.
+    inputs_.resize(static_cast<std::size_t>(rows));
+    labels_.resize(static_cast<std::size_t>(rows));
+    classes_.resize(static_cast<std::size_t>(rows));
+    for (std::size_t r = 0; r < inputs_.size(); ++r) {
+      const std::uint64_t hash = detail::mix(seed_ ^ detail::mix(static_cast<std::uint64_t>(r)));
+      const auto k = static_cast<std::size_t>(hash % static_cast<std::uint64_t>(kSyntheticClasses));
+      const std::int64_t len =
+          std::min(cfg.seq_len, shortest + static_cast<std::int64_t>(detail::mix(hash) % lengths));
+      classes_[r] = static_cast<std::int64_t>(k);
+      inputs_[r].assign(captions[k].begin(), captions[k].begin() + len);
+    }
+    description_ = "synthetic captions: " + std::to_string(rows) + " images " + std::to_string(spec_.image.channels) +
+                   "x" + std::to_string(spec_.image.image_size) + "x" + std::to_string(spec_.image.image_size) +
+                   " (" + std::to_string(kSyntheticClasses) + " classes), captions of " + std::to_string(shortest) +
+                   " to " + std::to_string(cfg.seq_len) + " tokens (seed " + std::to_string(cfg.seed) + ")";
+  } else {
+    const fs::path file = captions_file(cfg.data);
+    read_captions_jsonl(cfg.data, file, spec_, cfg.seq_len, paths_, inputs_, labels_);
+    if (inputs_.empty())
+      throw ConfigError("data=" + cfg.data + ": " + file.string() + " has no rows; " + kLineShape);
+    description_ = file.filename().string() + " in " + file.parent_path().string() + " (" +
+                   std::to_string(inputs_.size()) + " captions)";
+  }
+  order_ = std::make_unique<RowOrder>(size(), BatchShape{world_size, cfg.batch_size, 2, cfg.accumulate_grad_batches},
+                                      cfg.num_train_samples, cfg.limit_train_batches, description_);
+  total_steps_ = order_->total_steps(cfg.max_epochs, cfg.max_steps);
+  // The means over the rows an epoch reads: rows [0, rows_per_epoch()).
+  const std::int64_t read = order_->rows_per_epoch();
+  double positions = 0.0;
+  for (std::int64_t r = 0; r < read; ++r) {
+    positions += static_cast<double>(spec_.prefix_positions) + static_cast<double>(input_ids(r).size());
+    if (spec_.labels_are_a_sequence)
+      positions += static_cast<double>(has_labels(r) ? labels(r).size() : input_ids(r).size());
+  }
+  const double per_step = static_cast<double>(world_size) * static_cast<double>(cfg.batch_size) *
+                          static_cast<double>(cfg.accumulate_grad_batches) * positions / static_cast<double>(read);
+  tokens_per_step_ = std::max<std::int64_t>(1, std::llround(per_step));
+}
+
+at::Tensor CaptionBatches::image(std::int64_t row) const {
+  if (paths_.empty())  // its class's fixed pattern plus its own noise (data/synthetic_images.hpp)
+    return detail::synthetic_image(spec_.image, seed_, classes_[static_cast<std::size_t>(row)], row);
+  const io::RgbImage img = io::read_image(paths_[static_cast<std::size_t>(row)]);
+  return prepare_image(img.pixels.data(), img.width, img.height, spec_.image);
+}
+
+models::CaptionBatch CaptionBatches::batch(std::int64_t step, std::int64_t micro, std::int64_t rank,
+                                           c10::Device device) const {
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(batch_size_));
+  std::vector<at::Tensor> images;
+  std::size_t t = 1, l = 1;
+  bool any_labels = false;
+  for (std::int64_t i = 0; i < batch_size_; ++i) {
+    const std::int64_t row = order_->row(step, micro, rank, i);
+    rows[static_cast<std::size_t>(i)] = row;
+    images.push_back(image(row));
+    t = std::max(t, input_ids(row).size());
+    // A row without its own labels takes its input ids as its labels.
+    l = std::max(l, has_labels(row) ? labels(row).size() : input_ids(row).size());
+    any_labels = any_labels || has_labels(row);
+  }
+  const auto options = at::TensorOptions().dtype(at::kLong);
+  const auto T = static_cast<std::int64_t>(t), L = static_cast<std::int64_t>(l);
+  at::Tensor inputs = at::full({batch_size_, T}, spec_.pad_token_id, options);
+  at::Tensor mask = at::zeros({batch_size_, T}, options);
+  std::int64_t* in = inputs.data_ptr<std::int64_t>();
+  std::int64_t* m = mask.data_ptr<std::int64_t>();
+  for (std::int64_t i = 0; i < batch_size_; ++i) {
+    const auto& x = input_ids(rows[static_cast<std::size_t>(i)]);
+    std::copy(x.begin(), x.end(), in + i * T);
+    std::fill(m + i * T, m + i * T + static_cast<std::int64_t>(x.size()), std::int64_t{1});
+  }
+  at::Tensor labels;  // undefined without any row's labels: the model's loss is then labels=input_ids
+  if (any_labels) {
+    labels = at::full({batch_size_, L}, models::kIgnoreIndex, options);
+    std::int64_t* lab = labels.data_ptr<std::int64_t>();
+    for (std::int64_t i = 0; i < batch_size_; ++i) {
+      const std::int64_t row = rows[static_cast<std::size_t>(i)];
+      const auto& y = has_labels(row) ? this->labels(row) : input_ids(row);
+      std::copy(y.begin(), y.end(), lab + i * L);
+    }
+  }
+  return {at::stack(images).to(device), inputs.to(device), mask.to(device),
+          labels.defined() ? labels.to(device) : labels};
+}
+
+}  // namespace tessera::data
