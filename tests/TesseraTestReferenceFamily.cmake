@@ -45,6 +45,17 @@ add_test(NAME reference.family_forward_t5_negative_control
   COMMAND ${_check_family} --family t5 --config ${_t5_flan} --perturb --expect-mismatch)
 set_tests_properties(reference.family_forward_t5_flan reference.family_forward_t5_original
   reference.family_forward_t5_negative_control PROPERTIES LABELS reference TIMEOUT 300)
+# BLIP-2: a 2-layer vision model (16x16 images in 8x8 patches), a 3-layer Q-Former (cross-attention in layers 0 and
+# 2), 4 queries, over a 2-block OPT and over a Flan-T5 layout; the loss is labels=input_ids with the image tokens.
+set(_blip2_parts "\"vision_config\":{\"hidden_size\":32,\"intermediate_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"image_size\":16,\"patch_size\":8},\"qformer_config\":{\"hidden_size\":24,\"num_hidden_layers\":3,\"num_attention_heads\":4,\"intermediate_size\":40,\"cross_attention_frequency\":2},\"num_query_tokens\":4,\"image_token_index\":299")
+set(_blip2_opt "{${_blip2_parts},\"text_config\":{\"model_type\":\"opt\",\"vocab_size\":300,\"hidden_size\":32,\"ffn_dim\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"max_position_embeddings\":64,\"word_embed_proj_dim\":32}}")
+set(_blip2_t5 "{${_blip2_parts},\"text_config\":{\"model_type\":\"t5\",${_t5},\"num_decoder_layers\":3,\"feed_forward_proj\":\"gated-gelu\",\"tie_word_embeddings\":false}}")
+add_test(NAME reference.family_forward_blip2_opt COMMAND ${_check_family} --family blip2-opt --config ${_blip2_opt})
+add_test(NAME reference.family_forward_blip2_t5 COMMAND ${_check_family} --family blip2-t5 --config ${_blip2_t5})
+add_test(NAME reference.family_forward_blip2_negative_control
+  COMMAND ${_check_family} --family blip2-opt --config ${_blip2_opt} --perturb --expect-mismatch)
+set_tests_properties(reference.family_forward_blip2_opt reference.family_forward_blip2_t5
+  reference.family_forward_blip2_negative_control PROPERTIES LABELS reference TIMEOUT 300)
 # ViT: 32x32 images in 8x8 patches (17 positions), 5 classes.
 set(_vit "{\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"intermediate_size\":128,\"image_size\":32,\"patch_size\":8,\"num_labels\":5}")
 add_test(NAME reference.family_forward_vit COMMAND ${_check_family} --family vit --config ${_vit})

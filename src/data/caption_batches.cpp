@@ -151,9 +151,8 @@ CaptionBatches::CaptionBatches(const RunConfig& cfg, models::CaptionSpec spec, s
                       "tokens)");
   if (cfg.data.empty()) {
     const std::int64_t rows = cfg.num_train_samples > 0 ? cfg.num_train_samples : kSyntheticRows;
-    // Captions from max(1, seq_len / 2) to seq_len tokens long, so that batches need padding.
-    const std::int64_t shortest = std::min(cfg.seq_len, std::max<std::int64_t>(1, cfg.seq_len / 2));
-    const auto lengths = static_cast<std::uint64_t>(cfg.seq_len - cfg.seq_len / 2 + 1);
+    // Every caption seq_len tokens long: no padding, so that W ranks of B rows compute what one rank of W * B rows
+    // does (with padding inside the loss they cannot: each rank pads its own rows; see docs/config.md).
     // Each class's fixed caption of seq_len ids; 0 and 1 (pad, bos or eos in most vocabularies) are avoided when the
     // vocabulary allows, and the model's reserved id (BLIP-2's image token) always.
     const std::int64_t low = spec_.vocab_size > 2 ? 2 : 0;
@@ -180,15 +179,13 @@ CaptionBatches::CaptionBatches(const RunConfig& cfg, models::CaptionSpec spec, s
     for (std::size_t r = 0; r < inputs_.size(); ++r) {
       const std::uint64_t hash = detail::mix(seed_ ^ detail::mix(static_cast<std::uint64_t>(r)));
       const auto k = static_cast<std::size_t>(hash % static_cast<std::uint64_t>(kSyntheticClasses));
-      const std::int64_t len =
-          std::min(cfg.seq_len, shortest + static_cast<std::int64_t>(detail::mix(hash) % lengths));
       classes_[r] = static_cast<std::int64_t>(k);
-      inputs_[r].assign(captions[k].begin(), captions[k].begin() + len);
+      inputs_[r] = captions[k];
     }
     description_ = "synthetic captions: " + std::to_string(rows) + " images " + std::to_string(spec_.image.channels) +
                    "x" + std::to_string(spec_.image.image_size) + "x" + std::to_string(spec_.image.image_size) +
-                   " (" + std::to_string(kSyntheticClasses) + " classes), captions of " + std::to_string(shortest) +
-                   " to " + std::to_string(cfg.seq_len) + " tokens (seed " + std::to_string(cfg.seed) + ")";
+                   " (" + std::to_string(kSyntheticClasses) + " classes), captions of " + std::to_string(cfg.seq_len) +
+                   " tokens (seed " + std::to_string(cfg.seed) + ")";
   } else {
     const fs::path file = captions_file(cfg.data);
     read_captions_jsonl(cfg.data, file, spec_, cfg.seq_len, paths_, inputs_, labels_);

@@ -1,7 +1,8 @@
 // family_dump: one forward and backward of a model family on plain tensors (DirectRunner), written for
 // tests/reference/check_family_forward.py to compare with Hugging Face transformers on the same weights.
 //   family_dump FAMILY CONFIG.json OUT_DIR SEED [--perturb]
-// FAMILY is "llama", "opt", "t5" or "vit"; CONFIG.json a Hugging Face config.json that the family reads.
+// FAMILY is "llama", "opt", "t5", "vit", "blip2-opt" or "blip2-t5"; CONFIG.json a Hugging Face config.json that the
+// family reads.
 // The weights: ParamStore::initialize(0.08, SEED) (wider than HF's 0.02, so that attention is far from
 // uniform), then every norm weight set to 1 + 0.2 N(0, 1) and every bias (ParamInit::zeros) to 0.1 N(0, 1), so
 // that they are tested too. Writes
@@ -12,6 +13,10 @@
 //                                                              drawn from SEED (image classifiers)
 //                               input_ids, attention_mask I64 (2, 16), labels I64 (2, 10): row 1's inputs padded
 //                                                              after 12 tokens, row 0's labels -100 after 7 (T5)
+//                               pixels           F32 (2, 3, S, S), caption_ids, caption_mask I64 (2, 16): N(0, 1)
+//                                                              pixels, captions drawn from SEED (never the image
+//                                                              token), row 1 padded after 12 (BLIP-2; no labels:
+//                                                              the loss is labels=input_ids)
 //                               loss             F32 (1,)      mean cross-entropy of logits against targets
 //                               <HF name>        F32           d loss / d parameter, for every parameter
 // --perturb: after saving, the computation uses the first bias (else the first norm weight) scaled by 1.01: the
@@ -30,6 +35,7 @@
 
 #include "dump_tensors.hpp"
 #include "tessera/engine/param_store.hpp"
+#include "tessera/models/blip2.hpp"
 #include "tessera/models/direct_runner.hpp"
 #include "tessera/models/llama.hpp"
 #include "tessera/models/opt.hpp"
@@ -69,6 +75,18 @@ std::pair<tessera::models::Seq2SeqBatch, Named> make_batch(tessera::models::Seq2
   batch.attention_mask[1].narrow(0, 12, kSeqLen - 12).zero_();
   batch.labels[0].narrow(0, 7, kLabels - 7).fill_(kIgnoreIndex);
   return {batch, {{"input_ids", batch.inputs}, {"attention_mask", batch.attention_mask}, {"labels", batch.labels}}};
+}
+
+std::pair<tessera::models::CaptionBatch, Named> make_batch(const tessera::models::CaptionSpec& spec,
+                                                          at::Generator& gen) {
+  const auto size = spec.image.image_size;
+  tessera::models::CaptionBatch batch{at::randn({kBatch, 3, size, size}, gen, at::kFloat),
+                                      at::randint(2, spec.vocab_size, {kBatch, kSeqLen}, gen, at::kLong),
+                                      at::ones({kBatch, kSeqLen}, at::kLong), at::Tensor()};
+  batch.input_ids.masked_fill_(batch.input_ids.eq(spec.reserved_token_id), 2);
+  batch.input_ids[1].narrow(0, 12, kSeqLen - 12).fill_(spec.pad_token_id);
+  batch.attention_mask[1].narrow(0, 12, kSeqLen - 12).zero_();
+  return {batch, {{"pixels", batch.pixels}, {"caption_ids", batch.input_ids}, {"caption_mask", batch.attention_mask}}};
 }
 
 template <class M>
@@ -136,7 +154,7 @@ void dump(const std::filesystem::path& config_json, const std::filesystem::path&
 int main(int argc, char** argv) {
   const bool perturb = argc == 6 && std::string_view(argv[5]) == "--perturb";
   if (argc != 5 && !perturb) {
-    std::fprintf(stderr, "usage: %s llama|opt|t5|vit CONFIG.json OUT_DIR SEED [--perturb]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s llama|opt|t5|vit|blip2-opt|blip2-t5 CONFIG.json OUT_DIR SEED [--perturb]\n", argv[0]);
     return 2;
   }
   const std::string_view family = argv[1];
@@ -150,8 +168,13 @@ int main(int argc, char** argv) {
       dump<tessera::models::T5>(argv[2], argv[3], seed, perturb);
     else if (family == "vit")
       dump<tessera::models::Vit>(argv[2], argv[3], seed, perturb);
+    else if (family == "blip2-opt")
+      dump<tessera::models::Blip2Opt>(argv[2], argv[3], seed, perturb);
+    else if (family == "blip2-t5")
+      dump<tessera::models::Blip2T5>(argv[2], argv[3], seed, perturb);
     else {
-      std::fprintf(stderr, "family_dump: family '%s' is not one of llama, opt, t5, vit\n", argv[1]);
+      std::fprintf(stderr, "family_dump: family '%s' is not one of llama, opt, t5, vit, blip2-opt, blip2-t5\n",
+                   argv[1]);
       return 2;
     }
   } catch (const std::exception& e) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One forward and backward of a tessera model family (models/llama.hpp, opt.hpp, t5.hpp, vit.hpp) against
+"""One forward and backward of a tessera model family (models/llama.hpp, opt.hpp, t5.hpp, vit.hpp, blip2.hpp) against
 Hugging Face transformers on the same weights and inputs: the loss and the gradient of every parameter.
 
 family_dump (tests/models/family_dump.cpp) builds the family's parameters from a seed (norm weights and biases
@@ -14,6 +14,10 @@ inputs are N(0, 1) pixels and class ids, the model AutoModelForImageClassificati
 of the logits against the class ids (what its labels= computes). For T5 (--family t5) the inputs are encoder token ids
 with an attention mask (one row padded) and labels (one row ended by -100), the model AutoModelForSeq2SeqLM, and the
 loss what its labels= computes (labels shifted right into the decoder, -100 ignored): tessera's convention too.
+For BLIP-2 (--family blip2-opt or blip2-t5) the inputs are N(0, 1) pixels and captions (one row padded), the model
+Blip2ForConditionalGeneration given what Blip2Processor gives (num_query_tokens image tokens, then the caption; the
+mask 1 over the image tokens), and the loss what labels=input_ids computes, the labs' step: tessera's convention
+when a batch has no labels of its own.
 
 Checks: the loss within --tol relative; for every parameter, max |tessera - transformers| <= --tol * max
 |transformers' gradient| of that tensor; the same parameter names on both sides. A gradient that is zero in exact
@@ -21,7 +25,7 @@ arithmetic holds only rounding noise, which no relative tolerance fits (attentio
 by the same vector adds one constant to each query's scores, which softmax ignores): a tensor whose max |gradient|
 is below ZERO (1e-6) of the model's largest is checked to be below that on both sides instead.
 
-usage: check_family_forward.py FAMILY_DUMP --family llama|opt|t5|vit --config JSON [--seed S] [--tol 1e-5]
+usage: check_family_forward.py FAMILY_DUMP --family llama|opt|t5|vit|blip2-opt|blip2-t5 --config JSON [--seed S] [--tol 1e-5]
                                [--perturb --expect-mismatch]
 JSON holds the config.json keys (model_type defaults to the family). --perturb makes family_dump compute with one
 bias (Llama: one norm weight) scaled by 1.01 after saving: a negative control, which must see a mismatch. Exit 0
@@ -42,10 +46,11 @@ import torch.nn.functional as F
 
 warnings.filterwarnings("ignore")
 from safetensors.torch import load_file  # noqa: E402
-from transformers import AutoModelForCausalLM, AutoModelForImageClassification, AutoModelForSeq2SeqLM  # noqa: E402
+from transformers import (AutoModelForCausalLM, AutoModelForImageClassification, AutoModelForSeq2SeqLM,  # noqa: E402
+                          Blip2ForConditionalGeneration)
 from transformers.utils import logging as hf_logging  # noqa: E402
 
-META = ("tokens", "targets", "pixels", "labels", "input_ids", "attention_mask", "loss")
+META = ("tokens", "targets", "pixels", "labels", "input_ids", "attention_mask", "caption_ids", "caption_mask", "loss")
 ZERO = 1e-6
 
 # transformers 5 loads ViT checkpoints (whose tensor names tessera writes, as save_pretrained still does) into
@@ -74,7 +79,7 @@ def loaded_name(name, theirs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dump")
-    ap.add_argument("--family", required=True, choices=["llama", "opt", "t5", "vit"])
+    ap.add_argument("--family", required=True, choices=["llama", "opt", "t5", "vit", "blip2-opt", "blip2-t5"])
     ap.add_argument("--config", required=True, help="config.json keys as one JSON object")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--tol", type=float, default=1e-5)
@@ -84,7 +89,7 @@ def main():
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     cfg = json.loads(a.config)
-    cfg.setdefault("model_type", a.family)
+    cfg.setdefault("model_type", "blip-2" if a.family.startswith("blip2") else a.family)
     with tempfile.TemporaryDirectory() as d:
         cfg_path, out = os.path.join(d, "config.json"), os.path.join(d, "out")
         with open(cfg_path, "w") as f:
@@ -97,8 +102,9 @@ def main():
             return 2
         ours = load_file(os.path.join(out, "grads.safetensors"))
         try:
-            auto = {"vit": AutoModelForImageClassification, "t5": AutoModelForSeq2SeqLM}.get(a.family,
-                                                                                              AutoModelForCausalLM)
+            auto = {"vit": AutoModelForImageClassification, "t5": AutoModelForSeq2SeqLM,
+                    "blip2-opt": Blip2ForConditionalGeneration,
+                    "blip2-t5": Blip2ForConditionalGeneration}.get(a.family, AutoModelForCausalLM)
             model, info = auto.from_pretrained(
                 os.path.join(out, "model"), dtype=torch.float32, attn_implementation="sdpa", output_loading_info=True)
         except Exception as e:  # noqa: BLE001: any loading failure is tessera's file at fault
@@ -118,7 +124,12 @@ def main():
 
 def compare(model, ours, tol):
     model.eval()  # no dropout; tessera computes none
-    if "input_ids" in ours:
+    if "caption_ids" in ours:  # BLIP-2: Blip2Processor's input_ids (image tokens first), labels=input_ids
+        n, q = ours["caption_ids"].shape[0], model.config.num_query_tokens
+        ids = torch.cat([torch.full((n, q), model.config.image_token_index), ours["caption_ids"]], 1)
+        mask = torch.cat([torch.ones(n, q, dtype=torch.long), ours["caption_mask"]], 1)
+        loss = model(pixel_values=ours["pixels"], input_ids=ids, attention_mask=mask, labels=ids).loss
+    elif "input_ids" in ours:
         loss = model(input_ids=ours["input_ids"], attention_mask=ours["attention_mask"], labels=ours["labels"]).loss
     elif "pixels" in ours:
         logits = model(pixel_values=ours["pixels"]).logits

@@ -7,10 +7,11 @@
 //                                      lines skipped
 //   no data=                           a deterministic synthetic set: num_train_samples rows (512 when -1); row r has
 //                                      class k = splitmix64(seed, r) % 16, its image is class k's fixed pattern plus
-//                                      its own noise (as ImageBatches' synthetic images), its caption the first
-//                                      len(r) ids of class k's fixed sequence of seq_len ids in [2, vocab_size) (in
-//                                      [0, vocab_size) when vocab_size <= 2), never CaptionSpec::reserved_token_id,
-//                                      len(r) from max(1, seq_len / 2) to seq_len by a second hash; the caption is
+//                                      its own noise (as ImageBatches' synthetic images), its caption class k's
+//                                      fixed sequence of seq_len ids in [2, vocab_size) (in [0, vocab_size) when
+//                                      vocab_size <= 2), never CaptionSpec::reserved_token_id; every caption is
+//                                      seq_len long (no padding: W ranks of B rows equal one rank of W*B); the
+//                                      caption is
 //                                      predictable from the image, so that the loss can fall
 // Images are prepared as ImageBatches prepares them (with_preprocessor_config over CaptionSpec::image, then
 // prepare_image: resized, scaled, normalized). Every row is checked before training starts (the JSON, ids in the
