@@ -5,12 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <system_error>
 
 #include "tessera/core/error.hpp"
 #include "tessera/data/image_batches.hpp"
+#include "tessera/data/jsonl_rows.hpp"
 #include "tessera/data/synthetic_images.hpp"
 #include "tessera/io/image_file.hpp"
 #include "tessera/io/json_file.hpp"
@@ -24,77 +24,26 @@ constexpr std::int64_t kSyntheticClasses = 16;
 constexpr const char* kLineShape =
     "each line is {\"image\": \"images/0001.png\", \"input_ids\": [2, 37, 423]}, optionally with \"labels\": [...]";
 
-// data= as the captions file: DIR/captions.jsonl, or the .jsonl file itself.
-fs::path captions_file(const std::string& data) {
-  const fs::path path(data);
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    const fs::path file = path / "captions.jsonl";
-    if (!fs::exists(file, ec))
-      throw ConfigError("data=" + data + ": no captions.jsonl in it; image-to-text data is " + file.string() +
-                        ", one image and its caption's token ids per line (" + kLineShape +
-                        "), image paths relative to " + path.string());
-    return file;
-  }
-  if (!fs::exists(path, ec))
-    throw ConfigError("data=" + data + ": no such file or directory; give a directory with captions.jsonl in it, or "
-                      "the captions.jsonl file itself");
-  if (path.extension() != ".jsonl")
-    throw ConfigError("data=" + data + ": image-to-text models read captions.jsonl (" + kLineShape +
-                      "), not this file; token files are for the causal language models");
-  return path;
-}
+constexpr detail::JsonlData kCaptions{"captions.jsonl", kLineShape, "image-to-text models",
+                                       "one image and its caption's token ids per line, image paths relative to it"};
 
 // One of "input_ids" / "labels" of a line, checked: a non-empty array of at most seq_len ids below vocab_size and
 // other than the model's reserved id (labels may also hold -100, but not only -100).
 std::vector<std::int64_t> read_ids(const nlohmann::json& j, const char* key, const std::string& where,
                                    const models::CaptionSpec& spec, std::int64_t seq_len) {
-  const std::int64_t vocab_size = spec.vocab_size;
   const bool labels = std::string_view(key) == "labels";
-  if (!j.contains(key))
-    throw ConfigError(where + ": no \"" + key + "\"; " + kLineShape);
-  const nlohmann::json& v = j.at(key);
-  if (!v.is_array())
-    throw ConfigError(where + ": \"" + key + "\" must be an array of token ids, got " + io::json_type_phrase(v) + " " +
-                      io::json_excerpt(v, 40) + "; " + kLineShape);
-  if (v.empty())
-    throw ConfigError(where + ": \"" + key + "\" is empty; " +
-                      (labels ? "leave \"labels\" out to train on the input ids, or give at least one target token id"
-                              : "a caption needs at least one token"));
-  if (static_cast<std::int64_t>(v.size()) > seq_len)
-    throw ConfigError(where + ": \"" + key + "\" has " + std::to_string(v.size()) + " tokens, more than seq_len=" +
-                      std::to_string(seq_len) + "; raise seq_len or shorten the row");
-  std::vector<std::int64_t> ids;
-  ids.reserve(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const nlohmann::json& e = v[i];
-    const std::string at = where + ": \"" + key + "\"[" + std::to_string(i) + "] ";
-    if (!e.is_number_integer())
-      throw ConfigError(at + "must be an integer token id, got " + io::json_excerpt(e, 40));
-    // An unsigned value beyond int64 is out of range whatever the vocabulary: keep it from wrapping.
-    const bool huge = e.is_number_unsigned() && e.get<std::uint64_t>() > static_cast<std::uint64_t>(
-                                                                            std::numeric_limits<std::int64_t>::max());
-    const std::int64_t id = huge ? std::numeric_limits<std::int64_t>::max() : e.get<std::int64_t>();
-    if (labels && id == models::kIgnoreIndex) {
-      ids.push_back(id);
-      continue;
-    }
-    if (huge || id < 0 || id >= vocab_size)
-      throw ConfigError(at + "is " + io::json_excerpt(e, 40) + ", " +
-                        (labels ? "neither a token id of the model (0 to " + std::to_string(vocab_size - 1) +
-                                      ") nor -100 (ignored by the loss)"
-                                : "not a token id of the model (0 to " + std::to_string(vocab_size - 1) + ")") +
-                        "; tokenize with the model's own tokenizer");
-    if (id == spec.reserved_token_id)
-      throw ConfigError(at + "is " + std::to_string(id) + ", the id the model reserves for its image token, which "
-                        "marks the query positions it puts before each caption; give the caption's own token ids, "
-                        "without image tokens");
-    ids.push_back(id);
-  }
-  if (labels && std::all_of(ids.begin(), ids.end(), [](std::int64_t id) { return id == models::kIgnoreIndex; }))
-    throw ConfigError(where + ": \"labels\" are all -100 (ignored by the loss), so the caption trains nothing; give "
-                      "at least one target token id, or leave \"labels\" out to train on the input ids");
-  return ids;
+  detail::TokenIdRules rules;
+  rules.vocab_size = spec.vocab_size;
+  rules.seq_len = seq_len;
+  rules.labels = labels;
+  rules.reserved_id = spec.reserved_token_id;
+  rules.reserved_why = "the id the model reserves for its image token, which marks the query positions it puts before "
+                       "each caption; give the caption's own token ids, without image tokens";
+  rules.line_shape = kLineShape;
+  rules.empty_fix = labels ? "leave \"labels\" out to train on the input ids, or give at least one target token id"
+                           : "a caption needs at least one token";
+  rules.all_ignored_fix = "give at least one target token id, or leave \"labels\" out to train on the input ids";
+  return detail::read_token_ids(j, key, where, rules);
 }
 
 // The rows of a captions.jsonl file, every line checked and every image probed (header only).
@@ -187,7 +136,7 @@ CaptionBatches::CaptionBatches(const RunConfig& cfg, models::CaptionSpec spec, s
                    " (" + std::to_string(kSyntheticClasses) + " classes), captions of " + std::to_string(cfg.seq_len) +
                    " tokens (seed " + std::to_string(cfg.seed) + ")";
   } else {
-    const fs::path file = captions_file(cfg.data);
+    const fs::path file = detail::jsonl_data_file(cfg.data, kCaptions);
     read_captions_jsonl(cfg.data, file, spec_, cfg.seq_len, paths_, inputs_, labels_);
     if (inputs_.empty())
       throw ConfigError("data=" + cfg.data + ": " + file.string() + " has no rows; " + kLineShape);

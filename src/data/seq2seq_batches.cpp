@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <system_error>
 
 #include "tessera/core/error.hpp"
+#include "tessera/data/jsonl_rows.hpp"
 #include "tessera/io/json_file.hpp"
 
 namespace tessera::data {
@@ -21,70 +21,23 @@ namespace {
 constexpr std::int64_t kSyntheticRows = 512;
 constexpr const char* kLineShape = "each line is {\"input_ids\": [37, 423, 1], \"labels\": [8, 1]}";
 
-// data= as the pairs file: DIR/pairs.jsonl, or the .jsonl file itself.
-fs::path pairs_file(const std::string& data) {
-  const fs::path path(data);
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    const fs::path file = path / "pairs.jsonl";
-    if (!fs::exists(file, ec))
-      throw ConfigError("data=" + data + ": no pairs.jsonl in it; sequence-to-sequence data is " + file.string() +
-                        ", one pair of token ids per line (" + kLineShape + ")");
-    return file;
-  }
-  if (!fs::exists(path, ec))
-    throw ConfigError("data=" + data + ": no such file or directory; give a directory with pairs.jsonl in it, or the "
-                      "pairs.jsonl file itself");
-  if (path.extension() != ".jsonl")
-    throw ConfigError("data=" + data + ": sequence-to-sequence models read pairs.jsonl (" + kLineShape +
-                      "), not this file; token files are for the causal language models");
-  return path;
-}
+constexpr detail::JsonlData kPairs{"pairs.jsonl", kLineShape, "sequence-to-sequence models",
+                                    "one pair of token ids per line"};
 
 // One of "input_ids" / "labels" of a line, checked: a non-empty array of at most seq_len ids below vocab_size
 // (labels may also hold -100).
 std::vector<std::int64_t> read_ids(const nlohmann::json& j, const char* key, const std::string& where,
                                    const models::Seq2SeqSpec& spec, std::int64_t seq_len) {
   const bool labels = std::string_view(key) == "labels";
-  if (!j.contains(key))
-    throw ConfigError(where + ": no \"" + key + "\"; " + kLineShape);
-  const nlohmann::json& v = j.at(key);
-  if (!v.is_array())
-    throw ConfigError(where + ": \"" + key + "\" must be an array of token ids, got " + io::json_type_phrase(v) + " " +
-                      io::json_excerpt(v, 40) + "; " + kLineShape);
-  if (v.empty())
-    throw ConfigError(where + ": \"" + key + "\" is empty; a pair needs at least one " +
-                      (labels ? "target" : "input") + " token (end it with the tokenizer's eos)");
-  if (static_cast<std::int64_t>(v.size()) > seq_len)
-    throw ConfigError(where + ": \"" + key + "\" has " + std::to_string(v.size()) + " tokens, more than seq_len=" +
-                      std::to_string(seq_len) + "; raise seq_len or shorten the row");
-  std::vector<std::int64_t> ids;
-  ids.reserve(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const nlohmann::json& e = v[i];
-    const std::string at = where + ": \"" + key + "\"[" + std::to_string(i) + "] ";
-    if (!e.is_number_integer())
-      throw ConfigError(at + "must be an integer token id, got " + io::json_excerpt(e, 40));
-    // An unsigned value beyond int64 is out of range whatever the vocabulary: keep it from wrapping.
-    const bool huge = e.is_number_unsigned() && e.get<std::uint64_t>() > static_cast<std::uint64_t>(
-                                                                            std::numeric_limits<std::int64_t>::max());
-    const std::int64_t id = huge ? std::numeric_limits<std::int64_t>::max() : e.get<std::int64_t>();
-    if (labels && id == models::kIgnoreIndex) {
-      ids.push_back(id);
-      continue;
-    }
-    if (huge || id < 0 || id >= spec.vocab_size)
-      throw ConfigError(at + "is " + io::json_excerpt(e, 40) + ", " +
-                        (labels ? "neither a token id of the model (0 to " + std::to_string(spec.vocab_size - 1) +
-                                      ") nor -100 (ignored by the loss)"
-                                : "not a token id of the model (0 to " + std::to_string(spec.vocab_size - 1) + ")") +
-                        "; tokenize with the model's own tokenizer");
-    ids.push_back(id);
-  }
-  if (labels && std::all_of(ids.begin(), ids.end(), [](std::int64_t id) { return id == models::kIgnoreIndex; }))
-    throw ConfigError(where + ": \"labels\" are all -100 (ignored by the loss), so the pair trains nothing; give at "
-                      "least one target token id");
-  return ids;
+  detail::TokenIdRules rules;
+  rules.vocab_size = spec.vocab_size;
+  rules.seq_len = seq_len;
+  rules.labels = labels;
+  rules.line_shape = kLineShape;
+  rules.empty_fix = labels ? "a pair needs at least one target token (end it with the tokenizer's eos)"
+                           : "a pair needs at least one input token (end it with the tokenizer's eos)";
+  rules.all_ignored_fix = "give at least one target token id";
+  return detail::read_token_ids(j, key, where, rules);
 }
 
 // The rows of a pairs.jsonl file, every line checked.
@@ -131,7 +84,7 @@ Seq2SeqBatches::Seq2SeqBatches(const RunConfig& cfg, models::Seq2SeqSpec spec, s
     description_ = "synthetic copy task (" + std::to_string(rows) + " pairs, " + std::to_string(cfg.seq_len) +
                    " -> " + std::to_string(label_len) + " tokens, seed " + std::to_string(cfg.seed) + ")";
   } else {
-    const fs::path file = pairs_file(cfg.data);
+    const fs::path file = detail::jsonl_data_file(cfg.data, kPairs);
     read_pairs_jsonl(file, spec_, cfg.seq_len, inputs_, labels_);
     if (inputs_.empty())
       throw ConfigError("data=" + cfg.data + ": " + file.string() + " has no rows; " + kLineShape);

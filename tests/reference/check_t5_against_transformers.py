@@ -45,7 +45,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import warnings
 
 import numpy as np
@@ -172,18 +171,9 @@ def check_train(a, d, model_dir, rows):
     start = {n: p.detach().clone() for n, p in model.named_parameters()}
     theirs = train(model, model.parameters(), rows, a, lr, wd)
     worst = tessera_run.compare_losses(ours, theirs)
-    try:
-        mine, info = T5ForConditionalGeneration.from_pretrained(args["save_dir"], dtype=torch.float32,
-                                                                output_loading_info=True)
-    except Exception as e:  # noqa: BLE001 - any refusal is tessera's directory at fault
-        print(f"transformers cannot load tessera's saved directory: {e}")
+    mine, ok = tessera_run.load_saved_dir(T5ForConditionalGeneration, args["save_dir"])
+    if mine is None:
         return False
-    mine.eval()
-    ok = True
-    unused = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
-    if unused:
-        print(f"from_pretrained of tessera's saved directory reports {unused}")
-        ok = False
     for key in ARCH:
         if getattr(mine.config, key, None) != getattr(model.config, key, None):
             print(f"saved config: {key}={getattr(mine.config, key, None)!r}, the model dir's "
@@ -316,19 +306,7 @@ def main():
         rows = make_pairs(os.path.join(d, "data"), a.pairs)
         return (check_lora if lora else check_train)(a, d, model_dir, rows)
 
-    if a.keep:
-        os.makedirs(a.keep, exist_ok=True)
-        ok = run(a.keep)
-    else:
-        with tempfile.TemporaryDirectory() as d:
-            ok = run(d)
-    if ok is None:
-        return 2
-    print("PASS" if ok else "FAIL")
-    if a.expect_mismatch:
-        print("negative control: " + ("mismatch seen, as expected" if not ok else "NO mismatch: the check is blind"))
-        return 0 if not ok else 1
-    return 0 if ok else 1
+    return tessera_run.verdict(tessera_run.in_work_dir(a.keep, run), a.expect_mismatch)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import warnings
 
 import numpy as np
@@ -169,18 +168,13 @@ def main():
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory() as d:
+    def run(d):
         model_dir = os.path.join(d, "model")
         make_model_dir(model_dir, a.resample)
         rows = make_images(os.path.join(d, "data"), a.images, a.resize)
-        ok = check_pixels(a, d, model_dir, rows) if a.mode == "pixels" else check_train(a, d, model_dir, rows)
-    if ok is None:
-        return 2
-    print("PASS" if ok else "FAIL")
-    if a.expect_mismatch:
-        print("negative control: " + ("mismatch seen, as expected" if not ok else "NO mismatch: the check is blind"))
-        return 0 if not ok else 1
-    return 0 if ok else 1
+        return check_pixels(a, d, model_dir, rows) if a.mode == "pixels" else check_train(a, d, model_dir, rows)
+
+    return tessera_run.verdict(tessera_run.in_work_dir(None, run), a.expect_mismatch)
 
 
 if __name__ == "__main__":

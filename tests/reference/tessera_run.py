@@ -1,12 +1,13 @@
 """The tessera side of the reference checks: run an example binary with key=value arguments and read its
 per-step losses; compare them with the reference's; the rows tessera reads at each micro-step, and the
-reference side's training loop over them. Shared by check_against_transformers.py and
-check_lora_against_peft.py."""
+reference side's training loop over them; the work directory of a check and its exit code. Shared by the
+reference checks."""
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 
 
 def run(exe, args, extra, launcher=(), env=None, timeout_s=240):
@@ -78,3 +79,41 @@ def local_init_method(directory):
     if "GLOO_SOCKET_IFNAME" not in os.environ and any(n == "lo" for _, n in socket.if_nameindex()):
         os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     return "file://" + os.path.join(os.path.abspath(directory), "rendezvous")
+
+
+def in_work_dir(keep, work):
+    """work(d) in the directory --keep names (made, and kept afterwards) or in a temporary one; its result."""
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        return work(keep)
+    with tempfile.TemporaryDirectory() as d:
+        return work(d)
+
+
+def verdict(ok, expect_mismatch):
+    """The exit code of a check whose comparison gave ok (None: a side did not run, 2), printing PASS or FAIL; a
+    negative control (expect_mismatch) passes only when the comparison failed."""
+    if ok is None:
+        return 2
+    print("PASS" if ok else "FAIL")
+    if expect_mismatch:
+        print("negative control: " + ("mismatch seen, as expected" if not ok else "NO mismatch: the check is blind"))
+        return 0 if not ok else 1
+    return 0 if ok else 1
+
+
+def load_saved_dir(cls, path):
+    """cls.from_pretrained(path) (a transformers class) in fp32 and eval mode, with whether it loaded cleanly: (model,
+    True), or (model, False) printing its missing, unexpected or mismatched keys, or (None, False) printing why it
+    refused the directory."""
+    import torch
+    try:
+        model, info = cls.from_pretrained(path, dtype=torch.float32, output_loading_info=True)
+    except Exception as e:  # noqa: BLE001 - any refusal is tessera's directory at fault
+        print(f"transformers cannot load tessera's saved directory: {e}")
+        return None, False
+    model.eval()
+    unused = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+    if unused:
+        print(f"from_pretrained of tessera's saved directory reports {unused}")
+    return model, not unused
