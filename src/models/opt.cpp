@@ -5,6 +5,7 @@
 #include "tessera/models/stack_program.hpp"
 
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "tessera/core/error.hpp"
@@ -167,7 +168,7 @@ at::Tensor decoder_layer(const OptConfig& c, const CallWeights& w, const at::Ten
   const at::Tensor k = w.linear(0, k_w, h, k_b).view({b, t, heads, d}).transpose(1, 2);
   const at::Tensor v = w.linear(0, v_w, h, v_b).view({b, t, heads, d}).transpose(1, 2);
   // With a padding mask (B, T): causal and not padded, (B, 1, T, T) booleans, as transformers' causal mask.
-  at::Tensor allowed;
+  std::optional<at::Tensor> allowed;  // none: is_causal (an undefined tensor would be taken for a mask)
   if (mask.defined())
     allowed = at::ones({t, t}, mask.options().dtype(at::kBool)).tril().unsqueeze(0).logical_and(
                   mask.to(at::kBool).unsqueeze(1)).unsqueeze(1);
