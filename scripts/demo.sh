@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job from nothing: install, build the examples, and train the tiny Llama on synthetic tokens
-# under several policies side by side (arguments are passed on as key=value overrides).
+# The main job from nothing: install, build the demo, and train the tiny Llama on synthetic tokens under several
+# policies side by side, then the tiny BLIP-2 on synthetic captioned images (arguments are passed on as key=value
+# overrides).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
