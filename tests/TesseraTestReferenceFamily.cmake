@@ -71,6 +71,14 @@ target_include_directories(image_dump PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
 tessera_use_pch(image_dump)
 set(_check_vit ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_vit_against_transformers.py")
 add_test(NAME reference.vit_pixels COMMAND ${_check_vit} $<TARGET_FILE:image_dump> --mode pixels)
+# BLIP-2's images (CaptionBatches with the family's defaults) against BlipImageProcessor: 45x37 and 20x28 PNGs
+# resized to 32x32 (bicubic, antialiased), 1/255, CLIP mean and std.
+set(_check_blip2_pixels ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_blip2_against_transformers.py"
+    $<TARGET_FILE:image_dump> --lm opt --mode pixels)
+add_test(NAME reference.blip2_pixels_downscaled COMMAND ${_check_blip2_pixels} --image-size 45x37)
+add_test(NAME reference.blip2_pixels_upscaled COMMAND ${_check_blip2_pixels} --image-size 20x28)
+set_tests_properties(reference.blip2_pixels_downscaled reference.blip2_pixels_upscaled
+  PROPERTIES LABELS reference TIMEOUT 300)
 add_test(NAME reference.vit_pixels_resized_bilinear
   COMMAND ${_check_vit} $<TARGET_FILE:image_dump> --mode pixels --resize --resample 2)
 add_test(NAME reference.vit_pixels_resized_bicubic

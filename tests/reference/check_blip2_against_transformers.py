@@ -28,6 +28,11 @@ training step, pads included). The reference loss is model(pixel_values, input_i
   at most lr * steps, not against each other.
 --freeze PARTS (train mode): tessera gets freeze=PARTS, and transformers trains with requires_grad_(False) on those
   sub-modules (and AdamW over the rest); the frozen tensors must come back exactly as they started.
+--mode pixels (EXE is tests' image_dump): the captions' images made --image-size pixels square (default 45x37: resized
+  to 32x32 with BLIP-2's bicubic, or the model's size with --image-size 32) as CaptionBatches prepares them (the
+  model dir has no preprocessor_config.json: the family's defaults) against transformers' BlipImageProcessor with
+  size 32x32 and its defaults (bicubic, antialiased by its torchvision backend, 1/255, CLIP mean and std), within
+  --tol (default 1e-5) per value.
 --mode lora (EXE is blip2-t5-lora-fp32 or another Lora binary): the adapter is made by
   peft.get_peft_model(model, LoraConfig(r 8, lora_alpha 16, target_modules --targets (q,v: the T5's self- and
   cross-attention, by PEFT's suffix rule; none of the vision model's or the Q-Former's linears), lora_dropout 0))
@@ -37,7 +42,7 @@ training step, pads included). The reference loss is model(pixel_values, input_i
   the same batches. Per-step losses within --tol (1e-4 here); tessera's saved adapter dir read by PEFT (r,
   lora_alpha, target_modules), its tensors PEFT's by name and shape, with PEFT's trained values within --tol.
 
-usage: check_blip2_against_transformers.py EXE --lm opt|t5 [--mode train|lora] [--captions N] [--rows R] [--steps S]
+usage: check_blip2_against_transformers.py EXE --lm opt|t5 [--mode train|lora|pixels] [--image-size HxW] [--captions N] [--rows R] [--steps S]
                                           [--lr LR] [--tol T] [--weight-tol W] [--sharded] [--freeze PARTS]
                                           [--keep DIR] [--expect-mismatch] [--tessera-extra key=value ...]
 Exit 0 when every check passes, 1 when one fails, 2 when tessera or transformers did not run. With
@@ -46,6 +51,7 @@ Exit 0 when every check passes, 1 when one fails, 2 when tessera or transformers
 import argparse
 import json
 import os
+import subprocess
 import sys
 import warnings
 import zlib
@@ -124,21 +130,26 @@ def write_png(path, rgb):
                 chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 
 
-def make_captions(data_dir, n, seed=3):
-    """n rows written to data_dir/captions.jsonl and images/; returns [(pixel_values (3, S, S), ids)] in order."""
+def make_captions(data_dir, n, seed=3, shape=(SIZE, SIZE)):
+    """n rows written to data_dir/captions.jsonl and images/ (shape: height, width); returns [(RGB bytes (H, W, 3),
+    ids)] in order."""
     rng = np.random.default_rng(seed)
     os.makedirs(os.path.join(data_dir, "images"), exist_ok=True)
     rows = []
     with open(os.path.join(data_dir, "captions.jsonl"), "w") as f:
         for i in range(n):
-            rgb = rng.integers(0, 256, size=(SIZE, SIZE, 3), dtype=np.uint8)
+            rgb = rng.integers(0, 256, size=(shape[0], shape[1], 3), dtype=np.uint8)
             name = f"images/{i:04d}.png"
             write_png(os.path.join(data_dir, name), rgb)
             ids = rng.integers(2, VOCAB - 1, size=int(rng.integers(2, 10))).tolist()
             f.write(json.dumps({"image": name, "input_ids": ids}) + "\n")
-            pixels = (rgb.astype(np.float64) / 255.0 - MEAN) / STD
-            rows.append((torch.tensor(pixels.transpose(2, 0, 1), dtype=torch.float32), ids))
+            rows.append((rgb, ids))
     return rows
+
+
+def normalized(rgb):
+    """An image of the model's size as Blip2Processor gives it: (3, S, S), (pixels / 255 - mean) / std."""
+    return torch.tensor(((rgb.astype(np.float64) / 255.0 - MEAN) / STD).transpose(2, 0, 1), dtype=torch.float32)
 
 
 def batch(rows, step, batch_size, lm):
@@ -152,7 +163,7 @@ def batch(rows, step, batch_size, lm):
     image = [VOCAB - 1] * QUERIES
     input_ids = torch.tensor([image + ids + [pad] * (t - len(ids)) for _, ids in part])
     mask = torch.tensor([[1] * (QUERIES + len(ids)) + [0] * (t - len(ids)) for _, ids in part])
-    pixels = torch.stack([px for px, _ in part])
+    pixels = torch.stack([normalized(rgb) for rgb, _ in part])
     return dict(pixel_values=pixels, input_ids=input_ids, attention_mask=mask, labels=input_ids.clone())
 
 
@@ -302,11 +313,36 @@ def check_lora(a, d, model_dir, rows):
     return ok and worst_w <= a.tol and moved > 0
 
 
+def check_pixels(a, d, model_dir):
+    from transformers import BlipImageProcessor
+    height, width = (int(x) for x in a.image_size.split("x"))
+    rows = make_captions(os.path.join(d, "data"), a.captions, shape=(height, width))
+    out = os.path.join(d, "pixels.safetensors")
+    proc = subprocess.run([a.exe, model_dir, os.path.join(d, "data"), out, "--blip2"], stderr=subprocess.PIPE,
+                          text=True, timeout=120)
+    if proc.returncode != 0:
+        print(proc.stderr[-4000:])
+        print("ERROR: image_dump failed")
+        return None
+    from safetensors.torch import load_file
+    ours = load_file(out)["pixels"]
+    processor = BlipImageProcessor(size={"height": SIZE, "width": SIZE})
+    theirs = processor([rgb for rgb, _ in rows], return_tensors="pt")["pixel_values"]
+    if ours.shape != theirs.shape:
+        print(f"shapes differ: tessera {tuple(ours.shape)}, transformers {tuple(theirs.shape)}")
+        return False
+    diff = (ours - theirs).abs()
+    print(f"{len(rows)} images {height}x{width} -> {SIZE}x{SIZE}: max |difference| {diff.max().item():.3e}, mean "
+          f"{diff.mean().item():.3e} (tolerance {a.tol:g})")
+    return diff.max().item() <= a.tol
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("exe")
     ap.add_argument("--lm", required=True, choices=["opt", "t5"])
-    ap.add_argument("--mode", default="train", choices=["train", "lora"])
+    ap.add_argument("--mode", default="train", choices=["train", "lora", "pixels"])
+    ap.add_argument("--image-size", default="45x37", help="pixels: the images' height x width")
     ap.add_argument("--targets", default="q,v", help="lora: PEFT's target_modules")
     ap.add_argument("--captions", type=int, default=24)
     ap.add_argument("--rows", type=int, default=4)
@@ -333,6 +369,8 @@ def main():
     def run(d):
         model_dir = os.path.join(d, "model")
         make_model_dir(model_dir, a.lm, a.sharded)
+        if a.mode == "pixels":
+            return check_pixels(a, d, model_dir)
         rows = make_captions(os.path.join(d, "data"), a.captions)
         return (check_lora if lora else check_train)(a, d, model_dir, rows)
 
