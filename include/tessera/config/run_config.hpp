@@ -108,7 +108,7 @@ struct config_fields<RunConfig> {
        "Lora/QLora: comma-separated linear modules to adapt, by name suffix as PEFT's target_modules (Llama: q_proj, "
        "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; OPT: q_proj, k_proj, v_proj, out_proj, fc1, fc2; T5: "
        "q, k, v, o, wi_0, wi_1, wo; ViT: query, key, value, dense); auto = PEFT's default for the family (q_proj,v_proj; "
-       "T5 q,v; ViT query,value)"},
+       "T5 q,v; ViT query,value; BLIP-2 its language model's)"},
       {"adapter", "Lora/QLora: PEFT adapter dir to start from (adapter_config.json + adapter_model.safetensors)"},
       {"merge_adapter",
        "Lora/QLora: true = save_dir gets the base with the adapters merged in (a Hugging Face model dir); "
