@@ -189,16 +189,11 @@ def train(model, rows, a, trainable=None):
     return losses
 
 
-def rel_diff(mine, theirs):
-    mine, theirs = mine.detach().double(), theirs.detach().double()
-    return ((mine - theirs).abs().max() / theirs.abs().max().clamp_min(1e-30)).item()
-
-
 def compare_outputs(what, mine_model, their_model, rows, a, tol):
     b = batch(rows, 0, a.rows, a.lm)
     with torch.no_grad():
         mine, theirs = mine_model(**b), their_model(**b)
-    rel = rel_diff(mine.logits, theirs.logits)
+    rel = tessera_run.rel_diff(mine.logits, theirs.logits)
     loss_rel = abs(mine.loss.item() - theirs.loss.item()) / abs(theirs.loss.item())
     print(f"batch 0 after training, {what}: logits worst relative difference {rel:.2e}; loss "
           f"{mine.loss.item():.7f} against {theirs.loss.item():.7f}, rel {loss_rel:.2e} (tolerance {tol:g})")
@@ -261,7 +256,7 @@ def check_train(a, d, model_dir, rows):
             if not keep.any():
                 continue
             got, want = got[keep], want[keep]
-        rel = rel_diff(got, want)
+        rel = tessera_run.rel_diff(got, want)
         worst_w, worst_name = max((worst_w, worst_name), (rel, name))
         moved = max(moved, (trained[name].detach().double() - start[name].double()).abs().max().item())
     print(f"losses: {len(ours)} of {a.steps} steps, worst relative difference {worst:.2e} (tolerance {a.tol:g}); "
@@ -306,7 +301,7 @@ def check_lora(a, d, model_dir, rows):
         print(f"  saved tensor names differ: only tessera {sorted(set(got) - set(want))[:4]}, "
               f"only PEFT {sorted(set(want) - set(got))[:4]}")
         return False
-    worst_w = max(rel_diff(got[k], want[k]) for k in want)
+    worst_w = max(tessera_run.rel_diff(got[k], want[k]) for k in want)
     moved = max((got[k].double() - initial[k].double()).abs().max().item() for k in want)
     print(f"saved adapters: {len(got)} tensors, worst relative difference to PEFT's trained ones {worst_w:.2e}; "
           f"moved from the initial adapters by up to {moved:.2e}")

@@ -133,18 +133,13 @@ def train(model, params, rows, a, lr, wd):
     return losses
 
 
-def rel_diff(mine, theirs):
-    mine, theirs = mine.detach().double(), theirs.detach().double()
-    return ((mine - theirs).abs().max() / theirs.abs().max()).item()
-
-
 def compare_outputs(what, mine_model, their_model, rows, a, tol):
     """Logits and loss of two models on batch 0, within tol relative."""
     ids, mask, labels = batch(rows, 0, a.rows)
     with torch.no_grad():
         mine = mine_model(input_ids=ids, attention_mask=mask, labels=labels)
         theirs = their_model(input_ids=ids, attention_mask=mask, labels=labels)
-    rel = rel_diff(mine.logits, theirs.logits)
+    rel = tessera_run.rel_diff(mine.logits, theirs.logits)
     loss_rel = abs(mine.loss.item() - theirs.loss.item()) / abs(theirs.loss.item())
     print(f"batch 0 after training, {what}: logits worst relative difference {rel:.2e}; loss "
           f"{mine.loss.item():.7f} against {theirs.loss.item():.7f}, rel {loss_rel:.2e} (tolerance {tol:g})")
@@ -191,7 +186,7 @@ def check_train(a, d, model_dir, rows):
     for name, t in model.named_parameters():
         if name not in trained:
             continue
-        rel = rel_diff(trained[name], t)
+        rel = tessera_run.rel_diff(trained[name], t)
         worst_w, worst_name = max((worst_w, worst_name), (rel, name))
         moved = max(moved, (trained[name].detach().double() - start[name].double()).abs().max().item())
     print(f"losses: {len(ours)} of {a.steps} steps, worst relative difference {worst:.2e} (tolerance {a.tol:g}); "
@@ -253,7 +248,7 @@ def check_lora(a, d, model_dir, rows):
             print(f"  {name}: shape {tuple(trained[name].shape)}, expected {tuple(t.shape)}")
             ok = False
             continue
-        rel = rel_diff(trained[name], t)
+        rel = tessera_run.rel_diff(trained[name], t)
         if rel > a.tol:
             print(f"  differs: {name}  rel {rel:.2e}")
         if rel > worst_w:

@@ -117,3 +117,9 @@ def load_saved_dir(cls, path):
     if unused:
         print(f"from_pretrained of tessera's saved directory reports {unused}")
     return model, not unused
+
+
+def rel_diff(mine, theirs):
+    """max |mine - theirs| / max |theirs| of two tensors, in float64."""
+    mine, theirs = mine.detach().double(), theirs.detach().double()
+    return ((mine - theirs).abs().max() / theirs.abs().max().clamp_min(1e-30)).item()
