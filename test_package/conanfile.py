@@ -40,5 +40,5 @@ class TestPackageConan(ConanFile):
         output = io.StringIO()
         self.run(f"{binary} max_steps=1 batch_size=1 seq_len=16 threads=1 device=cpu", env="conanrun", stdout=output)
         self.output.info(output.getvalue())
-        if not any(line.startswith("done:") for line in output.getvalue().splitlines()):
-            raise ConanException("test_package ran, but printed no 'done:' line: the training step did not finish")
+        if not any(line.startswith("[done]") for line in output.getvalue().splitlines()):
+            raise ConanException("test_package ran, but printed no '[done]' line: the training step did not finish")

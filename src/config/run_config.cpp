@@ -143,6 +143,8 @@ void check_upper_bounds(Problems& p, const RunConfig& cfg) {
   require_at_most(p, "batch_size", cfg.batch_size, limits::batch_size, "rows per rank per micro-step");
   require_at_most(p, "accumulate_grad_batches", cfg.accumulate_grad_batches, limits::accumulate_grad_batches,
                   "micro-steps per optimizer step");
+  require_at_most(p, "global_batch_size", cfg.global_batch_size, limits::global_batch_size,
+                  "rows per optimizer step over all ranks");
   require_at_most(p, "max_epochs", cfg.max_epochs, limits::max_epochs, "set max_steps for a run bounded by steps");
   require_at_most(p, "max_steps", cfg.max_steps, limits::max_steps, "steps x tokens per step must fit 64 bits");
   require_at_most(p, "num_train_samples", cfg.num_train_samples, limits::num_train_samples,
@@ -179,6 +181,13 @@ void validate(const RunConfig& cfg) {
   p.require(cfg.batch_size >= 1, "batch_size", "must be >= 1 (rows per rank per micro-step)");
   p.require(cfg.accumulate_grad_batches >= 1, "accumulate_grad_batches",
             "must be >= 1 (1 = an optimizer step after every micro-step)");
+  p.require(cfg.global_batch_size >= 0, "global_batch_size",
+            "must be >= 0 (0 = use accumulate_grad_batches; otherwise rows per optimizer step over all ranks)");
+  p.require(cfg.global_batch_size == 0 || cfg.accumulate_grad_batches == 1, "accumulate_grad_batches",
+            "is set by global_batch_size=" + std::to_string(cfg.global_batch_size) +
+                " (global / (batch_size x ranks)); give one of the two");
+  p.require(std::isfinite(cfg.beta1) && cfg.beta1 >= 0 && cfg.beta1 < 1, "beta1", "must be in [0, 1), e.g. beta1=0.9");
+  p.require(std::isfinite(cfg.beta2) && cfg.beta2 >= 0 && cfg.beta2 < 1, "beta2", "must be in [0, 1), e.g. beta2=0.95");
   p.require(cfg.max_epochs >= 1 || cfg.max_steps > 0, "max_epochs",
             "must be >= 1, or set max_steps >= 1 to bound the run by steps instead");
   p.require(cfg.max_steps == -1 || cfg.max_steps >= 1, "max_steps",
@@ -213,9 +222,34 @@ void validate(const RunConfig& cfg) {
   p.throw_if_any();
 }
 
-RunConfig parse_run_config(std::span<const std::string_view> args) {
-  RunConfig cfg = parse_args(args, RunConfig{});
+RunConfig parse_run_config(std::span<const std::string_view> args, const RunConfig& defaults) {
+  // The seeds' own names of tessera's keys, rewritten before parsing (so giving both is "given twice").
+  constexpr std::pair<std::string_view, std::string_view> aliases[] = {{"batch_size_per_device", "batch_size"}};
+  std::vector<std::string> rewritten;
+  rewritten.reserve(args.size());
+  for (const std::string_view arg : args) {
+    std::string a(arg);
+    for (const auto& [seed_key, key] : aliases)
+      if (arg.starts_with(seed_key) && arg.size() > seed_key.size() && arg[seed_key.size()] == '=')
+        a = std::string(key) + std::string(arg.substr(seed_key.size()));
+    rewritten.push_back(std::move(a));
+  }
+  const std::vector<std::string_view> views(rewritten.begin(), rewritten.end());
+  RunConfig cfg = parse_args(std::span<const std::string_view>(views), defaults);
   validate(cfg);
+  return cfg;
+}
+
+RunConfig with_global_batch(RunConfig cfg, std::int64_t ranks) {
+  if (cfg.global_batch_size <= 0) return cfg;
+  const std::int64_t per_micro_step = cfg.batch_size * ranks;
+  if (cfg.global_batch_size % per_micro_step != 0)
+    throw ConfigError("global_batch_size=" + std::to_string(cfg.global_batch_size) + ": not a multiple of batch_size (" +
+                      std::to_string(cfg.batch_size) + ") x ranks (" + std::to_string(ranks) + ") = " +
+                      std::to_string(per_micro_step) + " rows per micro-step; choose a multiple of it (e.g. " +
+                      std::to_string(per_micro_step * std::max<std::int64_t>(1, cfg.global_batch_size / per_micro_step)) +
+                      "), or change batch_size or the number of ranks");
+  cfg.accumulate_grad_batches = cfg.global_batch_size / per_micro_step;
   return cfg;
 }
 

@@ -17,7 +17,7 @@ std::string_view phase_label(Phase phase) {
 
 MemorySnapshot make_snapshot(std::int64_t step, std::int64_t micro, Phase phase, std::int64_t rank, OwnedBytes owned,
                              AllocatorStats allocator, bool host_is_device) {
-  MemorySnapshot s{step, micro, phase, rank, owned, 0, allocator};
+  MemorySnapshot s{step, micro, phase, rank, owned, 0, allocator, host_is_device};
   s.acts = allocator.allocated - owned.params - owned.grads - owned.optim - (host_is_device ? owned.cpu() : 0);
   return s;
 }
@@ -32,15 +32,24 @@ std::string format_snapshot(const MemorySnapshot& s) {
   // Appended piece by piece: GCC 12 warns falsely (-Wstringop-overflow) on `"[" + std::string(...)` chains.
   std::string line("[");
   line += phase_label(s.phase);
-  auto figure = [&](std::string_view label, std::int64_t device, std::int64_t host) {
-    line += label;
-    line += " " + gib(device) + " GiB";
-    if (host) line += " (+" + gib(host) + " GiB on CPU)";
+  const std::string_view device_label = s.host_is_device ? " device " : " GPU ";
+  auto figure = [&](std::string_view name, std::int64_t device, std::int64_t host) {
+    line += name;
+    if (!host) {
+      line += " " + gib(device) + " GiB";
+      return;
+    }
+    line += device_label;
+    line += gib(device) + " GiB | ";
+    line += name;
+    line += " CPU " + gib(host) + " GiB";
   };
   line += "] ";
   figure("Params", s.owned.params, s.owned.params_cpu);
-  figure(" | Grads", s.owned.grads, s.owned.grads_cpu);
-  figure(" | Optim", s.owned.optim, s.owned.optim_cpu);
+  line += " | ";
+  figure("Grads", s.owned.grads, s.owned.grads_cpu);
+  line += " | ";
+  figure("Optim", s.owned.optim, s.owned.optim_cpu);
   line += " | Acts " + gib(s.acts) + " GiB | Allocated " + gib(s.allocator.allocated) + " GiB (peak " +
           gib(s.allocator.peak) + ") | Reserved " + gib(s.allocator.reserved) + " GiB";
   return line;
@@ -61,13 +70,15 @@ std::string format_snapshot_max(std::span<const MemorySnapshot> ranks) {
   line += field("Grads", [](const MemorySnapshot& s) { return s.owned.grads; }) + " | ";
   line += field("Optim", [](const MemorySnapshot& s) { return s.owned.optim; }) + " | ";
   if (std::any_of(ranks.begin(), ranks.end(), [](const MemorySnapshot& s) { return s.owned.cpu() != 0; })) {
-    line += field("Params on CPU", [](const MemorySnapshot& s) { return s.owned.params_cpu; }) + " | ";
-    line += field("Grads on CPU", [](const MemorySnapshot& s) { return s.owned.grads_cpu; }) + " | ";
-    line += field("Optim on CPU", [](const MemorySnapshot& s) { return s.owned.optim_cpu; }) + " | ";
+    line += field("Params CPU", [](const MemorySnapshot& s) { return s.owned.params_cpu; }) + " | ";
+    line += field("Grads CPU", [](const MemorySnapshot& s) { return s.owned.grads_cpu; }) + " | ";
+    line += field("Optim CPU", [](const MemorySnapshot& s) { return s.owned.optim_cpu; }) + " | ";
   }
   line += field("Acts", [](const MemorySnapshot& s) { return s.acts; }) + " | ";
-  line += field("Allocated", [](const MemorySnapshot& s) { return s.allocator.allocated; }) + " | ";
-  line += field("Peak", [](const MemorySnapshot& s) { return s.allocator.peak; }) + " | ";
+  // The seeds' "Allocated X (peak Y)", each with the rank it is from.
+  std::string peak = field("peak", [](const MemorySnapshot& s) { return s.allocator.peak; });
+  peak.replace(peak.find(" GiB (r"), 7, ", r");
+  line += field("Allocated", [](const MemorySnapshot& s) { return s.allocator.allocated; }) + " (" + peak + " | ";
   line += field("Reserved", [](const MemorySnapshot& s) { return s.allocator.reserved; });
   return line + " | max over " + std::to_string(ranks.size()) + " ranks";
 }
@@ -76,7 +87,7 @@ std::array<std::int64_t, snapshot_record_size> to_record(const MemorySnapshot& s
   return {s.step,           s.micro,         static_cast<std::int64_t>(s.phase), s.rank,
           s.owned.params,   s.owned.grads,   s.owned.optim,                      s.owned.optim_cpu,
           s.owned.params_cpu, s.owned.grads_cpu, s.acts,
-          s.allocator.allocated, s.allocator.peak, s.allocator.reserved};
+          s.allocator.allocated, s.allocator.peak, s.allocator.reserved, s.host_is_device ? 1 : 0};
 }
 
 MemorySnapshot from_record(std::span<const std::int64_t> r) {
@@ -90,6 +101,7 @@ MemorySnapshot from_record(std::span<const std::int64_t> r) {
   s.allocator.allocated = r[11];
   s.allocator.peak = r[12];
   s.allocator.reserved = r[13];
+  s.host_is_device = r[14] != 0;
   return s;
 }
 

@@ -37,11 +37,11 @@ struct Coeffs {
 
 Coeffs coefficients(std::int64_t steps, const StepHyper& hyper) {
   const double t = static_cast<double>(steps);
-  const double bc1 = 1.0 - std::pow(Adam8bit::beta1, t);
-  const double bc2_sqrt = std::sqrt(1.0 - std::pow(Adam8bit::beta2, t));
+  const double bc1 = 1.0 - std::pow(hyper.beta1, t);
+  const double bc2_sqrt = std::sqrt(1.0 - std::pow(hyper.beta2, t));
   Coeffs c{};
-  c.b1 = static_cast<float>(Adam8bit::beta1);
-  c.b2 = static_cast<float>(Adam8bit::beta2);
+  c.b1 = static_cast<float>(hyper.beta1);
+  c.b2 = static_cast<float>(hyper.beta2);
   c.one_minus_b1 = 1.0f - c.b1;
   c.one_minus_b2 = 1.0f - c.b2;
   c.eps = static_cast<float>(Adam8bit::eps);

@@ -30,10 +30,11 @@ void AdamW::step(State& state, at::Tensor& flat_param, const at::Tensor& flat_gr
                               ? flat_grad
                               : flat_grad.to(state.exp_avg.scalar_type());
   if (hyper.weight_decay != 0.0) flat_param.mul_(1.0 - hyper.lr * hyper.weight_decay);
-  state.exp_avg.mul_(beta1).add_(grad, 1.0 - beta1);
-  state.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1.0 - beta2);
-  const double bias_correction1 = 1.0 - std::pow(beta1, t);
-  const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(beta2, t));
+  const double b1 = hyper.beta1, b2 = hyper.beta2;
+  state.exp_avg.mul_(b1).add_(grad, 1.0 - b1);
+  state.exp_avg_sq.mul_(b2).addcmul_(grad, grad, 1.0 - b2);
+  const double bias_correction1 = 1.0 - std::pow(b1, t);
+  const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(b2, t));
   const double step_size = hyper.lr / bias_correction1;
   at::Tensor denom = (state.exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps);
   if (state.exp_avg.scalar_type() == flat_param.scalar_type()) {
@@ -48,8 +49,8 @@ bool AdamW::cpu_step(State& state, at::Tensor& master, const at::Tensor& grad, c
   state.steps += 1;
   optim::CpuAdamWHyper h;
   h.lr = hyper.lr;
-  h.beta1 = beta1;
-  h.beta2 = beta2;
+  h.beta1 = hyper.beta1;
+  h.beta2 = hyper.beta2;
   h.eps = eps;
   h.weight_decay = hyper.weight_decay;
   h.step = state.steps;

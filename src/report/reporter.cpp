@@ -8,7 +8,7 @@
 namespace tessera {
 
 Reporter::Reporter(MetricsWriter metrics, ReportOptions options)
-    : metrics_(std::move(metrics)), options_(options), terminal_(options.print && isatty(STDOUT_FILENO) == 1) {}
+    : metrics_(std::move(metrics)), options_(options), terminal_(options.print && options.progress && isatty(STDOUT_FILENO) == 1) {}
 
 void Reporter::clear_progress() {
   if (progress_shown_) {

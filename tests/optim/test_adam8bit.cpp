@@ -51,8 +51,8 @@ struct LeastSquares {
 
 TEST_CASE("Adam8bit's defaults are bitsandbytes.optim.Adam8bit's", "[optim]") {
   STATIC_REQUIRE(Adam8bit::name == "adam8bit");
-  STATIC_REQUIRE(Adam8bit::beta1 == 0.9);
-  STATIC_REQUIRE(Adam8bit::beta2 == 0.999);
+  STATIC_REQUIRE(StepHyper{}.beta1 == 0.9);
+  STATIC_REQUIRE(StepHyper{}.beta2 == 0.999);
   STATIC_REQUIRE(Adam8bit::eps == 1e-8);
   STATIC_REQUIRE(Adam8bit::default_weight_decay == 0.0);
   STATIC_REQUIRE(Adam8bit::block == 256);

@@ -230,23 +230,24 @@ std::string format_field_value(const T& cfg, std::size_t index) {
   return out;
 }
 
+// The key | value table of cfg, then the `extra` rows (key, value) in the same columns.
 template <class T>
-std::string config_table(const T& cfg) {
+std::string config_table(const T& cfg, std::span<const std::pair<std::string, std::string>> extra = {}) {
   const auto& docs = detail::docs_of<T>();
-  std::vector<std::string> values;
+  std::vector<std::pair<std::string, std::string>> rows;
+  for (std::size_t i = 0; i < docs.size(); ++i)
+    rows.emplace_back(std::string(docs[i].name), detail::displayed(format_field_value(cfg, i)));
+  rows.insert(rows.end(), extra.begin(), extra.end());
   std::size_t key_width = 3;    // "key"
   std::size_t value_width = 5;  // "value"
-  for (std::size_t i = 0; i < docs.size(); ++i) {
-    values.push_back(detail::displayed(format_field_value(cfg, i)));
-    key_width = std::max(key_width, docs[i].name.size());
-    value_width = std::max(value_width, values.back().size());
+  for (const auto& [key, value] : rows) {
+    key_width = std::max(key_width, key.size());
+    value_width = std::max(value_width, value.size());
   }
   std::string out = std::string(config_fields<T>::title) + "\n";
   out += "  " + detail::padded("key", key_width) + " | value\n";
   out += "  " + std::string(key_width, '-') + "-+-" + std::string(value_width, '-') + "\n";
-  for (std::size_t i = 0; i < docs.size(); ++i) {
-    out += "  " + detail::padded(docs[i].name, key_width) + " | " + values[i] + "\n";
-  }
+  for (const auto& [key, value] : rows) out += "  " + detail::padded(key, key_width) + " | " + value + "\n";
   return out;
 }
 

@@ -38,12 +38,15 @@ struct RunConfig {
   LrScaling lr_scaling = LrScaling::none;
   std::int64_t batch_size = 8;
   std::int64_t accumulate_grad_batches = 1;
+  std::int64_t global_batch_size = 0;
   std::int64_t max_epochs = 1;
   std::int64_t max_steps = -1;
   std::int64_t num_train_samples = -1;
   double limit_train_batches = 1.0;
   std::int64_t seed = 42;
   std::optional<double> weight_decay;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
   std::string metrics;
   std::string save_dir;
   double bucket_cap_mb = 25.0;
@@ -67,7 +70,7 @@ struct RunConfig {
 template <>
 struct config_fields<RunConfig> {
   static constexpr std::string_view title = "run config";
-  static constexpr std::array<FieldDoc, 32> docs{{
+  static constexpr std::array<FieldDoc, 35> docs{{
       {"model",
        "model preset of the experiment's model family (--help lists them, e.g. tiny); ignored when model_dir "
        "is set"},
@@ -80,8 +83,11 @@ struct config_fields<RunConfig> {
       {"seq_len", "tokens per training row (context length), >= 2"},
       {"lr", "learning rate, > 0 (before lr_scaling)"},
       {"lr_scaling", "none, or linear: multiply lr by the number of ranks (the batch grows with them)"},
-      {"batch_size", "rows of seq_len tokens per rank per micro-step"},
+      {"batch_size", "rows of seq_len tokens per rank per micro-step (the seeds' batch_size_per_device is the same key)"},
       {"accumulate_grad_batches", "micro-steps whose gradients add up to one optimizer step"},
+      {"global_batch_size",
+       "rows per optimizer step over all ranks; > 0 sets accumulate_grad_batches to global_batch_size / (batch_size "
+       "x ranks), which must divide; 0 = use accumulate_grad_batches"},
       {"max_epochs", "passes over the training data (>= 1 unless max_steps > 0)"},
       {"max_steps", "optimizer steps to run; -1 = run max_epochs"},
       {"num_train_samples",
@@ -89,6 +95,8 @@ struct config_fields<RunConfig> {
       {"limit_train_batches", "fraction in (0, 1] of each epoch's batches to run, as Lightning"},
       {"seed", "random seed for weight init and synthetic tokens (the data order is fixed: see docs/config.md)"},
       {"weight_decay", "weight decay coefficient; none = the optimizer's default (AdamW 0.01, SGD 0)"},
+      {"beta1", "AdamW/Adam8bit: decay of the first moment, in [0, 1) (torch's default 0.9)"},
+      {"beta2", "AdamW/Adam8bit: decay of the second moment, in [0, 1) (torch's default 0.999; litgpt's 0.95)"},
       {"metrics", "JSONL file to write per-step metrics to; empty = no metrics file"},
       {"save_dir", "dir to write the final weights to as a Hugging Face dir; empty = do not save"},
       {"bucket_cap_mb", "Ddp/Zero1: MiB of gradients per all-reduce bucket, > 0"},
@@ -134,6 +142,7 @@ namespace limits {
 inline constexpr std::int64_t seq_len = 1 << 20;                  // 8x the longest context of any supported model
 inline constexpr std::int64_t batch_size = 1 << 20;               // rows per rank per micro-step
 inline constexpr std::int64_t accumulate_grad_batches = 1 << 20;  // micro-steps per optimizer step
+inline constexpr std::int64_t global_batch_size = 1ll << 40;       // rows per optimizer step over all ranks
 inline constexpr std::int64_t max_epochs = 1'000'000;
 inline constexpr std::int64_t max_steps = 1'000'000'000'000;
 inline constexpr std::int64_t num_train_samples = 1ll << 40;      // rows: far more than any token file holds
@@ -146,8 +155,13 @@ inline constexpr std::int64_t threads = 1 << 12;                  // make_runtim
 // Throws ConfigError listing every broken rule, one "key=value: what is allowed" per line.
 void validate(const RunConfig& cfg);
 
-// parse_args over the defaults, then validate.
-RunConfig parse_run_config(std::span<const std::string_view> args);
+// parse_args over the defaults, then validate. The seeds' names of keys are accepted too
+// (batch_size_per_device = batch_size).
+RunConfig parse_run_config(std::span<const std::string_view> args, const RunConfig& defaults = RunConfig{});
+
+// global_batch_size > 0: accumulate_grad_batches = global_batch_size / (batch_size * ranks), or a ConfigError
+// naming every factor when that does not divide. Otherwise cfg unchanged.
+RunConfig with_global_batch(RunConfig cfg, std::int64_t ranks);
 
 // True if any argument is --help or -h (checked before parsing, which would reject them).
 bool wants_help(std::span<const std::string_view> args);

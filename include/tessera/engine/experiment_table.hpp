@@ -7,13 +7,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tessera/engine/seed_keys.hpp"
 #include "tessera/engine/trainer.hpp"
 
 namespace tessera {
 
 template <class Exp>
 std::string Trainer<Exp>::describe() const {
-  std::string s = config_table(cfg_);
+  // The seeds' [cfg] table: the run config, then what the binary fixes under the seeds' keys (seed_keys.hpp).
+  std::vector<std::pair<std::string, std::string>> fixed;
+  for (const SeedChoice& c : seed_choices<Exp>(runtime_.world_size))
+    fixed.emplace_back(std::string(c.key), c.value + (c.key == "devices" ? " (ranks)" : " (this binary)"));
+  std::string s = "[cfg] " + config_table(cfg_, fixed);
   auto row = [&](std::string_view k, const std::string& v) {
     s += "  " + std::string(k) + std::string(k.size() < 16 ? 16 - k.size() : 1, ' ') + v + "\n";
   };
@@ -99,10 +104,11 @@ RunSummary Trainer<Exp>::run() {
   // Outputs take their names only now that both are complete: no run leaves one without the other.
   if (saved) naming_save_dir([&] { saved->commit(); });
   reporter_.commit();
-  char line[200];
-  std::snprintf(line, sizeof line, "done: %lld steps in %.2f s | %.1f tok/s | peak %s GiB%s",
-                static_cast<long long>(steps), train_s, extra["tokens_per_s"].template get<double>(),
-                memory::gib(peak).c_str(), runtime_.world_size > 1 ? " (highest rank)" : "");
+  // The seeds' last line, then tessera's figures.
+  char line[240];
+  std::snprintf(line, sizeof line, "[done] train time: %.2f s | peak memory: %s GiB%s | %lld steps | %.1f tok/s",
+                train_s, memory::gib(peak).c_str(), runtime_.world_size > 1 ? " (highest rank)" : "",
+                static_cast<long long>(steps), extra["tokens_per_s"].template get<double>());
   reporter_.print(line);
   summary.train_s = train_s;
   summary.peak_bytes = peak;

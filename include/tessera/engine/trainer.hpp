@@ -80,7 +80,7 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   explicit Trainer(RunConfig cfg, ReportOptions report = {})
-      : cfg_(std::move(cfg)),
+      : cfg_(with_global_batch(std::move(cfg), job::place().size)),
         place_(job::place()),
         group_size_(tessera::shard_group_size<Sharding>(cfg_, place_)),
         runtime_(make_runtime(cfg_, place_)),
@@ -101,7 +101,8 @@ class Trainer {
                 },
                 frozen_units(), wrapped()),
         reporter_(cfg_.metrics.empty() || runtime_.rank != 0 ? MetricsWriter() : MetricsWriter(cfg_.metrics),
-                  ReportOptions{report.print && runtime_.rank == 0, cfg_.log_every, report.print_config}),
+                  ReportOptions{report.print && runtime_.rank == 0, cfg_.log_every, report.print_config,
+                                report.progress && runtime_.world_size == 1}),
         probe_(cfg_.memory_every, runtime_, reporter_),
         update_(filled_engine(), store_) {
     position_.rank = runtime_.rank;
@@ -175,7 +176,7 @@ class Trainer {
   // One optimizer step on the accumulated gradients, then frees them. Returns false when loss scaling
   // found inf/nan gradients (on any rank) and skipped the update.
   bool apply_gradients() {
-    const bool applied = update_.apply(StepHyper{lr(), weight_decay()});
+    const bool applied = update_.apply(StepHyper{lr(), weight_decay(), cfg_.beta1, cfg_.beta2});
     engine_.release_grads();
     return applied;
   }

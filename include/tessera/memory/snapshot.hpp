@@ -40,6 +40,7 @@ struct MemorySnapshot {
   OwnedBytes owned;
   std::int64_t acts = 0;
   AllocatorStats allocator;
+  bool host_is_device = false;  // computing on the CPU: the host figures are of the device's own memory
 };
 
 // host_is_device: the allocator counted is the CPU's, so the host-memory figures are inside `allocated` too.
@@ -47,15 +48,17 @@ MemorySnapshot make_snapshot(std::int64_t step, std::int64_t micro, Phase phase,
                              AllocatorStats allocator, bool host_is_device = false);
 
 // "[after_bwd] Params 1.23 GiB | Grads 1.23 GiB | Optim 0.00 GiB | Acts 2.10 GiB | Allocated 4.56 GiB (peak 5.01) | Reserved 6.00 GiB"
-// Host-memory figures, when non-zero, follow their device figure: "Optim 0.00 GiB (+9.80 GiB on CPU)"
+// Host-memory figures, when non-zero, split their figure as the seeds print it under offload:
+// "Optim GPU 0.00 GiB | Optim CPU 9.80 GiB" ("device" for GPU when computing on the CPU itself)
 std::string format_snapshot(const MemorySnapshot& snapshot);
 
 // Snapshots of several ranks in one line: each figure the highest over the ranks, with the rank it is from.
-// "[after_bwd] Params 0.30 GiB (r0) | Grads ... | Reserved 6.00 GiB (r3) | max over 4 ranks"
+// "[after_bwd] Params 0.30 GiB (r0) | Grads ... | Allocated 5.10 GiB (r2) (peak 5.90, r3) | Reserved 6.00 GiB (r3) |
+//  max over 4 ranks"
 std::string format_snapshot_max(std::span<const MemorySnapshot> ranks);
 
 // A snapshot as integers (to gather over ranks) and back.
-inline constexpr std::size_t snapshot_record_size = 14;
+inline constexpr std::size_t snapshot_record_size = 15;
 std::array<std::int64_t, snapshot_record_size> to_record(const MemorySnapshot& snapshot);
 MemorySnapshot from_record(std::span<const std::int64_t> record);
 

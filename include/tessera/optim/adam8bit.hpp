@@ -21,8 +21,6 @@ namespace tessera {
 struct Adam8bit {
   using axis = axis::optimizer;
   static constexpr std::string_view name = "adam8bit";
-  static constexpr double beta1 = 0.9;
-  static constexpr double beta2 = 0.999;
   static constexpr double eps = 1e-8;
   static constexpr double default_weight_decay = 0.0;
   static constexpr std::int64_t block = 256;            // values per absmax

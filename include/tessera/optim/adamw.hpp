@@ -3,6 +3,7 @@
 //   p  <- p * (1 - lr*wd)
 //   m  <- b1*m + (1-b1)*g ;  v <- b2*v + (1-b2)*g^2
 //   p  <- p - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+// b1, b2 come with each step (StepHyper: torch's 0.9, 0.999 unless the run config's beta1/beta2 say otherwise).
 // State: two tensors the size of the parameters (8 bytes per fp32 parameter).
 #include <ATen/core/Tensor.h>
 
@@ -17,8 +18,6 @@ namespace tessera {
 struct AdamW {
   using axis = axis::optimizer;
   static constexpr std::string_view name = "adamw";
-  static constexpr double beta1 = 0.9;
-  static constexpr double beta2 = 0.999;
   static constexpr double eps = 1e-8;
   static constexpr double default_weight_decay = 0.01;
 

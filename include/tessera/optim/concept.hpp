@@ -32,6 +32,8 @@ struct ParamSegment {
 struct StepHyper {
   double lr = 1e-3;
   double weight_decay = 0.0;
+  double beta1 = 0.9;    // Adam-family moment decays (torch.optim's defaults); SGD ignores them
+  double beta2 = 0.999;
 };
 
 template <class P>

@@ -20,6 +20,9 @@ struct ReportOptions {
   bool print = true;            // false: nothing on stdout (tests)
   std::int64_t log_every = 1;   // step lines every N steps (the last step is always printed)
   bool print_config = true;     // the config and experiment tables at the start of run()
+  // A progress bar when stdout is a terminal. Off in jobs of several ranks: mpirun gives its ranks a pseudo-terminal
+  // even when its own output goes to a file, which would fill logs with the bar's escape codes.
+  bool progress = true;
 };
 
 class Reporter {
