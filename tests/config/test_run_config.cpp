@@ -294,3 +294,39 @@ TEST_CASE("the RunConfig table and help list every key", "[config]") {
     CHECK(help.find(doc.meaning) != std::string::npos);
   }
 }
+
+TEST_CASE("the seeds' batch_size_per_device is batch_size; giving both is giving batch_size twice", "[config]") {
+  CHECK(parse({"batch_size_per_device=3"}).batch_size == 3);
+  CHECK_THROWS_WITH(parse({"batch_size=2", "batch_size_per_device=3"}),
+                    Catch::Contains("key 'batch_size' was already given"));
+  // Over other defaults (a catalogue entry's): the command line wins.
+  RunConfig entry;
+  entry.batch_size = 64;
+  CHECK(tessera::parse_run_config(std::vector<std::string_view>{"batch_size_per_device=16"}, entry).batch_size == 16);
+  CHECK(tessera::parse_run_config(std::vector<std::string_view>{}, entry).batch_size == 64);
+}
+
+TEST_CASE("global_batch_size sets the accumulation over batch_size x ranks, or names every factor", "[config]") {
+  RunConfig cfg = parse({"batch_size=4", "global_batch_size=64"});
+  CHECK(cfg.accumulate_grad_batches == 1);  // resolved once the ranks are known
+  CHECK(tessera::with_global_batch(cfg, 4).accumulate_grad_batches == 4);
+  CHECK(tessera::with_global_batch(cfg, 1).accumulate_grad_batches == 16);
+  CHECK(tessera::with_global_batch(cfg, 16).accumulate_grad_batches == 1);
+  CHECK_THROWS_WITH(tessera::with_global_batch(cfg, 32),
+                    "global_batch_size=64: not a multiple of batch_size (4) x ranks (32) = 128 rows per micro-step; "
+                    "choose a multiple of it (e.g. 128), or change batch_size or the number of ranks");
+  CHECK_THROWS_WITH(tessera::with_global_batch(parse({"batch_size=4", "global_batch_size=6"}), 1),
+                    Catch::StartsWith("global_batch_size=6: not a multiple of batch_size (4) x ranks (1) = 4"));
+  CHECK(tessera::with_global_batch(parse({"accumulate_grad_batches=3"}), 8).accumulate_grad_batches == 3);
+  CHECK_THROWS_WITH(parse({"global_batch_size=64", "accumulate_grad_batches=2"}),
+                    Catch::Contains("accumulate_grad_batches=2: is set by global_batch_size=64"));
+  CHECK_THROWS_WITH(parse({"global_batch_size=-1"}), Catch::Contains("global_batch_size=-1: must be >= 0"));
+}
+
+TEST_CASE("beta1 and beta2 default to torch's and must lie in [0, 1)", "[config]") {
+  CHECK(parse({}).beta1 == 0.9);
+  CHECK(parse({}).beta2 == 0.999);
+  CHECK(parse({"beta2=0.95"}).beta2 == 0.95);
+  CHECK_THROWS_WITH(parse({"beta1=1"}), Catch::Contains("beta1=1: must be in [0, 1)"));
+  CHECK_THROWS_WITH(parse({"beta2=-0.5"}), Catch::Contains("beta2=-0.5: must be in [0, 1)"));
+}

@@ -49,7 +49,7 @@ TEST_CASE("AdamW with litgpt's betas (0.9, 0.95) equals torch::optim::AdamW, on 
   }
   CHECK(max_rel_diff(fused, theirs) < 1e-5);
   CHECK(max_rel_diff(ops.to(at::kFloat), theirs) < 1e-5);
-  CHECK(max_rel_diff(default_betas, theirs) > 1e-3);  // the betas are used: 0.999 gives another result
+  CHECK(max_rel_diff(default_betas, theirs) > 1e-4);  // the betas are used: 0.999 gives another result (3.6e-4 here)
 }
 
 TEST_CASE("AdamW's defaults are torch.optim.AdamW's", "[optim]") {
