@@ -23,16 +23,16 @@ endforeach()
 list(LENGTH _entries _count)
 string(JOIN " " _names ${_entries})
 add_test(NAME catalogue.list COMMAND bash -c
-  "set -e; $<TARGET_FILE:tessera-catalogue> > a.txt; $<TARGET_FILE:seed002-baseline> --list > b.txt; cmp a.txt b.txt;
+  "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; cd $d; $<TARGET_FILE:tessera-catalogue> > a.txt; $<TARGET_FILE:seed002-baseline> --list > b.txt; cmp a.txt b.txt;
    for e in ${_names}; do grep -q \" | $e \" a.txt || { echo \"missing $e\"; exit 1; }; done;
    test $(grep -c ' | seed' a.txt) -eq ${_count};
    grep -q 'seed002-baseline .*batch_size=32' a.txt; grep -q 'Experiment<Blip2T5, ShardGradOp, Bf16True, OffloadOptimizer>' a.txt")
-set_tests_properties(catalogue.list PROPERTIES LABELS catalogue WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}")
+set_tests_properties(catalogue.list PROPERTIES LABELS catalogue)
 tessera_cli_test(catalogue_unknown_binary 2 "'seed009-nothing' is not a catalogue binary" ""
   $<TARGET_FILE:tessera-catalogue> seed009-nothing)
 # --help: the entry's banner and its defaults as the defaults of the keys.
 add_test(NAME catalogue.help COMMAND bash -c
-  "set -e; $<TARGET_FILE:seed002-larger-model> --help > h.txt;
+  "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; cd $d; $<TARGET_FILE:seed002-larger-model> --help > h.txt;
    grep -q '^\\[cfg\\] seed 002, step larger-model' h.txt; grep -q 'A100 variant: batch_size=16 accumulate_grad_batches=4' h.txt;
    grep -E -q '^  model +blip2-opt-6.7b ' h.txt; grep -E -q '^  batch_size +32 ' h.txt; grep -q '  precision=bf16-true' h.txt")
 set_tests_properties(catalogue.help PROPERTIES LABELS catalogue)
@@ -52,14 +52,14 @@ tessera_cli_test(global_batch_not_dividing 2
 tessera_cli_test(global_batch_and_accumulate 2 "accumulate_grad_batches=2: is set by global_batch_size=64" ""
   $<TARGET_FILE:seed003-codellama7b-no-fsdp> model=tiny accumulate_grad_batches=2)
 add_test(NAME catalogue.seed_keys_accepted COMMAND bash -c
-  "set -e; $<TARGET_FILE:seed002-cpu-offload> model=tiny max_steps=1 precision=bf16-true optim=deepspeed_cpu act_ckpt=False \
+  "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; cd $d; $<TARGET_FILE:seed002-cpu-offload> model=tiny max_steps=1 precision=bf16-true optim=deepspeed_cpu act_ckpt=False \
      strategy=deepspeed_stage_2_offload devices=1 use_lora=false batch_size_per_device=3 threads=1 > o.txt;
    grep -E -q '^  batch_size +\\| 3$' o.txt; grep -E -q '^  strategy +\\| deepspeed_stage_2_offload \\(this binary\\)$' o.txt;
    grep -E -q 'after_opt\\] Params .* Optim device 0.00 GiB \\| Optim CPU ' o.txt")
 set_tests_properties(catalogue.seed_keys_accepted PROPERTIES LABELS catalogue TIMEOUT 300)
 # global_batch_size=16 over 2 ranks of batch 2: 4 micro-steps, 16 rows of 512 tokens per step.
 add_test(NAME catalogue.global_batch_two_ranks COMMAND bash -c
-  "set -e; OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ${MPIEXEC_EXECUTABLE} -n 2 --oversubscribe \
+  "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; cd $d; OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ${MPIEXEC_EXECUTABLE} -n 2 --oversubscribe \
      $<TARGET_FILE:seed003-codellama7b-fsdp> model=tiny batch_size_per_device=2 global_batch_size=16 max_steps=1 seq_len=64 > o.txt;
    grep -E -q '^  accumulate_grad_batches +\\| 4$' o.txt; grep -q ', 1024 tokens per step)' o.txt")
 set_tests_properties(catalogue.global_batch_two_ranks PROPERTIES LABELS catalogue TIMEOUT 300)

@@ -37,4 +37,4 @@ if [ "$status" -ne 0 ]; then
   echo "conan create failed (exit $status); the whole log: $work/create.log"
   exit "$status"
 fi
-grep -E "^(tessera/[^ ]*: Package '|done:)" "$work/create.log"
+grep -E "^(tessera/[^ ]*: Package '|\[done\])" "$work/create.log"

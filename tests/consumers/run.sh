@@ -14,4 +14,4 @@ else
 fi
 cmake "${args[@]}" >/dev/null
 cmake --build "$work/build" >/dev/null
-"$work/build/consumer-experiment" max_steps=1 batch_size=1 seq_len=16 threads=1 | tee "$work/out.txt" | grep '^done:'
+"$work/build/consumer-experiment" max_steps=1 batch_size=1 seq_len=16 threads=1 | tee "$work/out.txt" | grep '^\[done\]'
