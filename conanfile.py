@@ -30,10 +30,11 @@ class TesseraConan(ConanFile):
     #   with_mpi  tessera/dist (World, MpiCommunicator): find_package(MPI) required, or disabled
     #   with_cuda TESSERA_CUDA: Adam8bit's CUDA kernel and CUDA memory statistics (needs a CUDA LibTorch)
     #   with_nccl TESSERA_WITH_NCCL: NcclCommunicator (needs with_cuda and with_mpi, and NCCL's headers and library)
-    # LibTorch, MPI, Boost, nlohmann-json, stb and NCCL are no Conan requirements (none is on a Conan remote in a form
-    # tessera can use): LibTorch is the torch wheel of a Python environment, the conf user.tessera:torch_python,
-    # as for tessera's own build; the others are the system's (Debian: libopenmpi-dev, libboost-dev,
-    # nlohmann-json3-dev, libstb-dev) or, for NCCL and the CUDA toolkit, that Python environment's nvidia-* wheels.
+    # LibTorch, MPI, Boost, nlohmann-json, stb, SentencePiece and NCCL are no Conan requirements (none is on a Conan
+    # remote in a form tessera can use): LibTorch is the torch wheel of a Python environment, the conf
+    # user.tessera:torch_python, as for tessera's own build; the others are the system's (Debian: libopenmpi-dev,
+    # libboost-dev, nlohmann-json3-dev, libstb-dev, libsentencepiece-dev) or, for NCCL and the CUDA toolkit, that
+    # Python environment's nvidia-* wheels.
     options = {
         "with_mpi": [True, False],
         "with_cuda": [True, False],
@@ -158,8 +159,8 @@ class TesseraConan(ConanFile):
             self.cpp_info.defines.append("TESSERA_WITH_NCCL")
         if self.settings.os == "Linux":
             self.cpp_info.system_libs = ["pthread", "m", "dl"]
-        # LibTorch, MPI, NCCL, Boost and nlohmann-json come from the system, not from Conan: this module finds them
-        # (as tessera's own installed package does) and links them to tessera::tessera, and defines
+        # LibTorch, MPI, NCCL, Boost, nlohmann-json and libsentencepiece come from the system, not from Conan: this
+        # module finds them (as tessera's own installed package does) and links them to tessera::tessera, and defines
         # tessera_add_experiment().
         module_dir = os.path.join("lib", "cmake", "tessera")
         self.cpp_info.builddirs = [module_dir]

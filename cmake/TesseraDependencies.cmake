@@ -1,4 +1,5 @@
-# Finds what tessera builds against and sets TESSERA_TORCH_TARGETS and TESSERA_WITH_CUDA.
+# Finds what tessera builds against and sets TESSERA_TORCH_TARGETS (LibTorch and what must precede it on the link
+# line) and TESSERA_WITH_CUDA.
 # Shared by the build tree and the installed package (tesseraConfig.cmake includes it too).
 include(GNUInstallDirs)
 include(CMakeFindDependencyMacro)
@@ -46,6 +47,26 @@ find_dependency(Torch)
 find_dependency(nlohmann_json 3.9)
 find_dependency(Boost 1.75)
 
+# SentencePiece (text/sentencepiece.hpp: Llama's and T5's tokenizer.model): Debian's libsentencepiece-dev, a shared
+# library whose header only src/text/sentencepiece.cpp includes. An imported target of tessera's own, so that the
+# installed package (this file runs in tesseraConfig.cmake) and the Conan package give users of the static library
+# the same link dependency.
+if(NOT TARGET tessera::sentencepiece)
+  find_path(TESSERA_SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h)
+  find_library(TESSERA_SENTENCEPIECE_LIBRARY sentencepiece)
+  if(NOT TESSERA_SENTENCEPIECE_INCLUDE_DIR OR NOT TESSERA_SENTENCEPIECE_LIBRARY)
+    message(FATAL_ERROR "tessera: libsentencepiece not found (sentencepiece_processor.h: "
+                        "${TESSERA_SENTENCEPIECE_INCLUDE_DIR}; library: ${TESSERA_SENTENCEPIECE_LIBRARY}); install "
+                        "Debian's libsentencepiece-dev (scripts/install-deps.sh does), or add the prefix holding "
+                        "include/sentencepiece_processor.h and lib/libsentencepiece.so to CMAKE_PREFIX_PATH")
+  endif()
+  add_library(tessera::sentencepiece UNKNOWN IMPORTED)
+  # dladdr/dlsym: src/text/sentencepiece.cpp checks the load order described at TESSERA_TORCH_TARGETS below.
+  set_target_properties(tessera::sentencepiece PROPERTIES IMPORTED_LOCATION "${TESSERA_SENTENCEPIECE_LIBRARY}"
+                        INTERFACE_INCLUDE_DIRECTORIES "${TESSERA_SENTENCEPIECE_INCLUDE_DIR}"
+                        INTERFACE_LINK_LIBRARIES "${CMAKE_DL_LIBS}")
+endif()
+
 # Imported targets are visible only in the directory that found them; when tessera is added with
 # add_subdirectory(), the parent project links tessera::tessera and must see torch, torch_cpu, c10, ... too.
 if(NOT PROJECT_IS_TOP_LEVEL)
@@ -61,7 +82,12 @@ endif()
 # The torch wheel's libtorch.so exports its own copy of std::filesystem (built by another GCC), which is broken
 # when our code calls it (a null call inside std::filesystem::remove_all). Binding those symbols to the system
 # libstdc++ needs it ahead of libtorch in the dynamic loader's search order: first on the link line.
-set(TESSERA_TORCH_TARGETS stdc++ torch)
+# libsentencepiece must come before LibTorch too: it and c10 both export a global FLAGS_minloglevel (sentencepiece's a
+# 32-byte flag object, c10's a 4-byte int), and both libraries bind to whichever is loaded first. With c10's first,
+# sentencepiece's static constructor writes its object over c10's variable and the bytes after it
+# (FLAGS_caffe2_use_fatal_for_enforce among them) before main(); with its own first, each is intact (c10 only writes
+# the flag when parsing --minloglevel, which tessera never does). SentencePiece::from_model_bytes checks the order.
+set(TESSERA_TORCH_TARGETS stdc++ tessera::sentencepiece torch)
 
 if(TORCH_CUDA_LIBRARIES)
   set(TESSERA_WITH_CUDA ON)

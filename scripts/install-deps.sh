@@ -5,6 +5,7 @@
 #     cmake ninja-build g++ ccache      the build
 #     nlohmann-json3-dev libboost1.81-dev catch2
 #     libstb-dev                        stb_image: PNG and JPEG decoding for the image data
+#     libsentencepiece-dev              SentencePiece: Llama's and T5's tokenizer.model (tessera/text)
 #     libopenmpi-dev openmpi-bin        Open MPI 4.1: rank bootstrap and the MPI communicator (tessera/dist)
 #     python3-venv                      the project's Python environment
 #   From PyPI, into .venv/ (scripts/requirements.txt, pinned):
@@ -14,7 +15,7 @@
 #     Conan client (tests/consumers: conan create of conanfile.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-packages=(cmake ninja-build g++ ccache nlohmann-json3-dev libboost1.81-dev catch2 libopenmpi-dev openmpi-bin python3-venv libstb-dev)
+packages=(cmake ninja-build g++ ccache nlohmann-json3-dev libboost1.81-dev catch2 libopenmpi-dev openmpi-bin python3-venv libstb-dev libsentencepiece-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

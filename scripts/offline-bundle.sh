@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # offline-bundle.sh DIR
 # Downloads (no install) the Debian 12 packages that a GPU node without internet access needs to build and run
-# tessera next to a CUDA LibTorch it already has: Open MPI with its runtime libraries, and the header-only
-# dependencies (Boost, nlohmann-json, range-v3, Catch2). Copy DIR to the node and use offline-activate.sh there.
+# tessera next to a CUDA LibTorch it already has: Open MPI with its runtime libraries, libsentencepiece, and the
+# header-only dependencies (Boost, nlohmann-json, range-v3, Catch2). Copy DIR to the node and use
+# offline-activate.sh there.
 # Run it on a Debian 12 machine that reaches Debian's mirrors.
 set -euo pipefail
 dir=${1:?usage: offline-bundle.sh DIR}
@@ -17,6 +18,7 @@ packages=(
   libfabric1 libucx0 libibverbs1 ibverbs-providers librdmacm1 libnl-3-200 libnl-route-3-200
   libpsm2-2 libpsm-infinipath1 libnuma1
   libboost1.81-dev nlohmann-json3-dev librange-v3-dev catch2 libstb-dev    # header-only dependencies (stb: its headers)
+  libsentencepiece-dev libsentencepiece0                                 # SentencePiece tokenizers (tessera/text)
 )
 (cd "$dir" && apt-get download "${packages[@]}" >/dev/null)
 echo "offline-bundle: $(ls "$dir"/*.deb | wc -l) packages, $(du -sh "$dir" | cut -f1), in $dir"

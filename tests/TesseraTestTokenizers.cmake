@@ -1,0 +1,22 @@
+# tessera's tokenizers (text/tokenizer.hpp) against python sentencepiece 0.2.1, tokenizers 0.23.3 and transformers'
+# GPT2Tokenizer (tests/reference/check_tokenizers.py), byte for byte: ids and decoded text of ~3,400 generated strings
+# per tokenizer, on the committed fixtures (tests/text/fixtures/, scripts/make_test_tokenizers.py: a Llama-like
+# SentencePiece BPE, a T5-like unigram, an OPT-like byte-level BPE as tokenizer.json and as vocab.json + merges.txt)
+# and, with --variants, four tokenizer.json files derived from the BPE one (add_prefix_space, no regex,
+# ignore_merges, added tokens with single_word / lstrip / rstrip). tokenize_dump is tessera's side.
+add_executable(tokenize_dump text/tokenize_dump.cpp)
+target_link_libraries(tokenize_dump PRIVATE tessera::tessera)
+
+set(_fixtures "${CMAKE_CURRENT_SOURCE_DIR}/text/fixtures")
+set(_check_tokenizers ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_tokenizers.py"
+    $<TARGET_FILE:tokenize_dump>)
+add_test(NAME reference.tokenizers
+  COMMAND ${_check_tokenizers} ${_fixtures}/sp_bpe ${_fixtures}/sp_unigram ${_fixtures}/bpe_json ${_fixtures}/bpe_files
+          --variants)
+# Negative controls: one expected id off by one must be reported, for a byte-level BPE and for SentencePiece.
+add_test(NAME reference.tokenizers_negative_control_bpe
+  COMMAND ${_check_tokenizers} ${_fixtures}/bpe_json --perturb --expect-mismatch)
+add_test(NAME reference.tokenizers_negative_control_sentencepiece
+  COMMAND ${_check_tokenizers} ${_fixtures}/sp_unigram --perturb --expect-mismatch)
+set_tests_properties(reference.tokenizers reference.tokenizers_negative_control_bpe
+  reference.tokenizers_negative_control_sentencepiece PROPERTIES LABELS reference TIMEOUT 300)

@@ -1,0 +1,37 @@
+#pragma once
+// Helpers of the text tests (no LibTorch: they also build on their own, see docs/tokenizers.md): the committed
+// tokenizers of tests/text/fixtures/ (scripts/make_test_tokenizers.py) and scratch directories.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <string_view>
+
+namespace tessera::testing {
+
+// tests/text/fixtures/<name>, found from this file's own path.
+inline std::filesystem::path text_fixture(std::string_view name) {
+  return std::filesystem::path(__FILE__).parent_path() / "fixtures" / name;
+}
+
+// An empty directory of its own under the temp directory.
+inline std::filesystem::path text_scratch_dir(std::string_view tag) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tessera-text-" + std::string(tag) + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+inline void write_text(const std::filesystem::path& path, std::string_view text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace tessera::testing
