@@ -52,9 +52,20 @@ tessera_cli_test(pairs_id_out_of_range 2 "pairs.jsonl:2: \"input_ids\"\\[1\\] is
 tessera_cli_test(pairs_row_too_long 2 "pairs.jsonl:1: \"labels\" has 3 tokens, more than seq_len=2"
   "mkdir d && printf '{\"input_ids\": [5, 6], \"labels\": [7, 8, 9]}\\n' > d/pairs.jsonl"
   ${_t5} data=d seq_len=2 metrics=out.jsonl)
-tessera_cli_test(pairs_text 2 "pairs.jsonl:1: a text pair .* needs a tokenizer"
+tessera_cli_test(pairs_text 2 "pairs.jsonl:1: a text pair .* needs the model's tokenizer"
   "mkdir d && printf '{\"input\": \"hi\", \"target\": \"ho\"}\\n' > d/pairs.jsonl"
   ${_t5} data=d metrics=out.jsonl)
+# Text data for the language models (data/text_data.hpp): a bad record by file and line (and no cache left behind),
+# text without a tokenizer, and two runs of each kind through the token cache.
+set(_sp_tok "${CMAKE_CURRENT_SOURCE_DIR}/text/fixtures/sp_bpe")
+tessera_cli_test(alpaca_bad_record 2 "a.json:3: no \"output\""
+  "printf '[\\n {\"instruction\": \"a\", \"output\": \"b\"},\\n {\"instruction\": \"c\"}\\n]\\n' > a.json"
+  ${_fp32} data=a.json tokenizer=${_sp_tok} metrics=out.jsonl)
+tessera_cli_test(text_without_tokenizer 2 "data=g.txt: text, which needs a tokenizer" "printf '1. e4 e5\\n' > g.txt"
+  ${_fp32} data=g.txt)
+add_test(NAME cli.text_data_trains COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/text_data_run.sh $<TARGET_FILE:llama-fp32>
+  ${_sp_tok})
+set_tests_properties(cli.text_data_trains PROPERTIES LABELS cli TIMEOUT 300)
 # BLIP-2: captions.jsonl refusals (a text caption, a missing image, the image token in a caption), freeze= naming no
 # module, freeze= under LoRA's frozen base.
 set(_blip2 $<TARGET_FILE:blip2-opt-fp32>)

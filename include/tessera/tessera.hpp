@@ -1,11 +1,12 @@
 #pragma once
 // defines: everything a research program needs: the experiment type, every built-in policy, the model families
-// (Llama, OPT, T5, ViT, BLIP-2), the engine and tessera::main.
+// (Llama, OPT, T5, ViT, BLIP-2), the engine and tessera::main, and the tokenizers and text readers.
 #include "tessera/adapter/lora.hpp"
 #include "tessera/adapter/no_adapter.hpp"
 #include "tessera/adapter/qlora.hpp"
 #include "tessera/checkpoint/every_nth.hpp"
 #include "tessera/checkpoint/no_checkpoint.hpp"
+#include "tessera/data/text_data.hpp"
 #include "tessera/experiment.hpp"
 #include "tessera/main.hpp"
 #include "tessera/models/blip2.hpp"
@@ -29,3 +30,4 @@
 #include "tessera/sharding/no_shard.hpp"
 #include "tessera/sharding/shard_grad_op.hpp"
 #include "tessera/sharding/zero1.hpp"
+#include "tessera/text/tokenizer.hpp"

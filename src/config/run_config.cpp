@@ -217,6 +217,9 @@ void validate(const RunConfig& cfg) {
             "not an existing file or directory; give a token file (nanoGPT uint16 or llm.c .bin) for a language "
             "model, a directory with pairs.jsonl for T5, an image directory (labels.jsonl or a directory per class) "
             "for an image model, or leave it empty for synthetic data");
+  p.require(cfg.tokenizer.empty() || is_file(cfg.tokenizer) || is_dir(cfg.tokenizer), "tokenizer",
+            "not an existing file or directory; give a model dir with its tokenizer files, or a tokenizer.model, "
+            "tokenizer.json or vocab.json");
   check_upper_bounds(p, cfg);
   check_outputs(p, cfg);
   p.throw_if_any();

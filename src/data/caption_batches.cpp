@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <system_error>
 
 #include "tessera/core/error.hpp"
@@ -14,6 +15,7 @@
 #include "tessera/data/synthetic_images.hpp"
 #include "tessera/io/image_file.hpp"
 #include "tessera/io/json_file.hpp"
+#include "tessera/text/tokenizer.hpp"
 
 namespace tessera::data {
 namespace fs = std::filesystem;
@@ -48,17 +50,29 @@ std::vector<std::int64_t> read_ids(const nlohmann::json& j, const char* key, con
 
 // The rows of a captions.jsonl file, every line checked and every image probed (header only).
 void read_captions_jsonl(const std::string& data, const fs::path& file, const models::CaptionSpec& spec,
-                         std::int64_t seq_len, std::vector<fs::path>& paths,
+                         std::int64_t seq_len, const std::string& tokenizer_source, std::vector<fs::path>& paths,
                          std::vector<std::vector<std::int64_t>>& inputs,
                          std::vector<std::vector<std::int64_t>>& labels) {
   const fs::path dir = file.parent_path();
+  std::optional<text::Tokenizer> tokenizer;  // loaded at the first text caption
   io::for_each_json_line(file, kLineShape, [&](const std::string& where, const nlohmann::json& j) {
-    if (!j.contains("input_ids") && j.contains("text"))
-      throw ConfigError(where + ": a text caption (\"text\"), but text needs a tokenizer, which tessera does not have "
-                        "yet; give token ids of the model's own tokenizer instead: " + kLineShape);
     if (!j.contains("image") || !j.at("image").is_string())
       throw ConfigError(where + ": \"image\" must be the image's path (a string), relative to " + dir.string());
-    std::vector<std::int64_t> in = read_ids(j, "input_ids", where, spec, seq_len);
+    std::vector<std::int64_t> in;
+    if (!j.contains("input_ids") && j.contains("text")) {
+      // A text caption, tokenized as the model's processor does (its tokenizer's special tokens added).
+      if (!j.at("text").is_string())
+        throw ConfigError(where + ": \"text\" must be the caption (a string); " + kLineShape);
+      if (tokenizer_source.empty())
+        throw ConfigError(where + ": a text caption (\"text\"), which needs the model's tokenizer; give model_dir=DIR "
+                          "or tokenizer=DIR, or give the caption's token ids as \"input_ids\"");
+      if (!tokenizer) tokenizer = text::Tokenizer::load(tokenizer_source);
+      const nlohmann::json ids{{"input_ids", tokenizer->encode_with_special(j.at("text").get<std::string>())}};
+      in = read_ids(ids, "input_ids", where + " (\"text\" as tokenized by " + tokenizer->source().string() + ")",
+                    spec, seq_len);
+    } else {
+      in = read_ids(j, "input_ids", where, spec, seq_len);
+    }
     std::vector<std::int64_t> lab;
     if (j.contains("labels")) {
       lab = read_ids(j, "labels", where, spec, seq_len);
@@ -137,7 +151,8 @@ CaptionBatches::CaptionBatches(const RunConfig& cfg, models::CaptionSpec spec, s
                    " tokens (seed " + std::to_string(cfg.seed) + ")";
   } else {
     const fs::path file = detail::jsonl_data_file(cfg.data, kCaptions);
-    read_captions_jsonl(cfg.data, file, spec_, cfg.seq_len, paths_, inputs_, labels_);
+    read_captions_jsonl(cfg.data, file, spec_, cfg.seq_len, cfg.tokenizer.empty() ? cfg.model_dir : cfg.tokenizer,
+                        paths_, inputs_, labels_);
     if (inputs_.empty())
       throw ConfigError("data=" + cfg.data + ": " + file.string() + " has no rows; " + kLineShape);
     description_ = file.filename().string() + " in " + file.parent_path().string() + " (" +

@@ -8,11 +8,13 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <system_error>
 
 #include "tessera/core/error.hpp"
 #include "tessera/data/jsonl_rows.hpp"
 #include "tessera/io/json_file.hpp"
+#include "tessera/text/tokenizer.hpp"
 
 namespace tessera::data {
 namespace fs = std::filesystem;
@@ -42,11 +44,27 @@ std::vector<std::int64_t> read_ids(const nlohmann::json& j, const char* key, con
 
 // The rows of a pairs.jsonl file, every line checked.
 void read_pairs_jsonl(const fs::path& file, const models::Seq2SeqSpec& spec, std::int64_t seq_len,
-                      std::vector<std::vector<std::int64_t>>& inputs, std::vector<std::vector<std::int64_t>>& labels) {
+                      const std::string& tokenizer_source, std::vector<std::vector<std::int64_t>>& inputs,
+                      std::vector<std::vector<std::int64_t>>& labels) {
+  std::optional<text::Tokenizer> tokenizer;  // loaded at the first text pair
   io::for_each_json_line(file, kLineShape, [&](const std::string& where, const nlohmann::json& j) {
-    if (!j.contains("input_ids") && (j.contains("input") || j.contains("target")))
-      throw ConfigError(where + ": a text pair (\"input\"/\"target\"), but text needs a tokenizer, which tessera "
-                        "does not have yet; give token ids of the model's own tokenizer instead: " + kLineShape);
+    if (!j.contains("input_ids") && (j.contains("input") || j.contains("target"))) {
+      // A text pair, tokenized as transformers' tokenizer(input, text_target=target) does (T5: EOS appended).
+      for (const char* key : {"input", "target"})
+        if (!j.contains(key) || !j.at(key).is_string())
+          throw ConfigError(where + ": a text pair needs \"input\" and \"target\", both strings; or give token "
+                            "ids: " + kLineShape);
+      if (tokenizer_source.empty())
+        throw ConfigError(where + ": a text pair (\"input\"/\"target\"), which needs the model's tokenizer; give "
+                          "model_dir=DIR or tokenizer=DIR, or give token ids: " + kLineShape);
+      if (!tokenizer) tokenizer = text::Tokenizer::load(tokenizer_source);
+      const nlohmann::json ids{{"input_ids", tokenizer->encode_with_special(j.at("input").get<std::string>())},
+                               {"labels", tokenizer->encode_with_special(j.at("target").get<std::string>())}};
+      const std::string tokenized = where + " (as tokenized by " + tokenizer->source().string() + ")";
+      inputs.push_back(read_ids(ids, "input_ids", tokenized, spec, seq_len));
+      labels.push_back(read_ids(ids, "labels", tokenized, spec, seq_len));
+      return;
+    }
     inputs.push_back(read_ids(j, "input_ids", where, spec, seq_len));
     labels.push_back(read_ids(j, "labels", where, spec, seq_len));
   });
@@ -85,7 +103,7 @@ Seq2SeqBatches::Seq2SeqBatches(const RunConfig& cfg, models::Seq2SeqSpec spec, s
                    " -> " + std::to_string(label_len) + " tokens, seed " + std::to_string(cfg.seed) + ")";
   } else {
     const fs::path file = detail::jsonl_data_file(cfg.data, kPairs);
-    read_pairs_jsonl(file, spec_, cfg.seq_len, inputs_, labels_);
+    read_pairs_jsonl(file, spec_, cfg.seq_len, cfg.tokenizer.empty() ? cfg.model_dir : cfg.tokenizer, inputs_, labels_);
     if (inputs_.empty())
       throw ConfigError("data=" + cfg.data + ": " + file.string() + " has no rows; " + kLineShape);
     description_ = file.filename().string() + " in " + file.parent_path().string() + " (" +

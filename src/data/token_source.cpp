@@ -156,6 +156,15 @@ TokenSource TokenSource::synthetic(std::size_t n_tokens, std::uint32_t vocab_siz
   return src;
 }
 
+TokenSource TokenSource::from_tokens(std::vector<std::uint16_t> tokens, std::string description) {
+  if (tokens.empty()) throw ConfigError(description + ": holds no tokens; give data with some text");
+  TokenSource src;
+  src.owned_ = std::move(tokens);
+  src.tokens_ = src.owned_;
+  src.description_ = std::move(description);
+  return src;
+}
+
 TokenSource::TokenSource(TokenSource&& other) noexcept
     : map_(std::exchange(other.map_, nullptr)),
       map_bytes_(std::exchange(other.map_bytes_, 0)),

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "tessera/core/error.hpp"
 
@@ -110,6 +111,70 @@ void for_each_json_line(const std::filesystem::path& file, std::string_view line
     row(where, j);
   }
   if (in.bad()) throw ConfigError(file.string() + ": read error after line " + std::to_string(n));
+}
+
+void for_each_json_array_object(const std::filesystem::path& file, std::string_view element_shape,
+                                const std::function<void(const std::string& where, const nlohmann::json& object)>& row) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ConfigError(file.string() + ": cannot read it");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw ConfigError(file.string() + ": read error");
+  std::int64_t line = 1;
+  std::size_t i = 0;
+  const auto where_at = [&](std::int64_t l) { return file.string() + ":" + std::to_string(l); };
+  const auto skip_space = [&] {
+    for (; i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n'); ++i)
+      if (text[i] == '\n') ++line;
+  };
+  skip_space();
+  if (i >= text.size() || text[i] != '[')
+    throw ConfigError(where_at(line) + ": not a JSON array; the file is one array of objects, " +
+                      std::string(element_shape));
+  ++i;
+  skip_space();
+  if (i < text.size() && text[i] == ']') {
+    ++i;
+  } else {
+    for (std::int64_t index = 0;; ++index) {
+      // One element: up to the ',' or ']' at depth 0 outside strings.
+      const std::size_t start = i;
+      const std::int64_t start_line = line;
+      std::int64_t depth = 0;
+      bool in_string = false, escaped = false;
+      for (; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '\n') ++line;
+        if (in_string) {
+          if (escaped) escaped = false;
+          else if (c == '\\') escaped = true;
+          else if (c == '"') in_string = false;
+          continue;
+        }
+        if (c == '"') in_string = true;
+        else if (c == '{' || c == '[') ++depth;
+        else if (c == '}' || c == ']') {
+          if (depth == 0) break;
+          --depth;
+        } else if (c == ',' && depth == 0) break;
+      }
+      const std::string where = where_at(start_line);
+      if (i >= text.size())
+        throw ConfigError(where + ": element " + std::to_string(index) + " does not end: the array is cut short; " +
+                          std::string(element_shape));
+      const std::string_view element(text.data() + start, i - start);
+      if (auto deep = json_nesting_error(element)) throw ConfigError(where + ": " + *deep);
+      const nlohmann::json j = nlohmann::json::parse(element, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded() || !j.is_object())
+        throw ConfigError(where + ": element " + std::to_string(index) + " is not a JSON object; " +
+                          std::string(element_shape));
+      row(where, j);
+      const char end = text[i++];
+      if (end == ']') break;
+      skip_space();
+    }
+  }
+  skip_space();
+  if (i != text.size()) throw ConfigError(where_at(line) + ": text after the array; the file is one array of objects");
 }
 
 }  // namespace tessera::io

@@ -88,10 +88,19 @@ SpecialTokenFiles read_special_token_files(const fs::path& dir) {
   if (fs::exists(config_file, ec)) {
     const json config = read_object(config_file, out);
     take_named(config_file, config, out);
-    if (const auto it = config.find("add_prefix_space"); it != config.end() && !it->is_null()) {
-      if (!it->is_boolean())
-        bad(config_file, "add_prefix_space", "must be true or false, got " + io::json_excerpt(*it));
-      out.add_prefix_space = it->get<bool>();
+    const auto flag = [&](const char* key, std::optional<bool>& into) {
+      if (const auto it = config.find(key); it != config.end() && !it->is_null()) {
+        if (!it->is_boolean()) bad(config_file, key, "must be true or false, got " + io::json_excerpt(*it));
+        into = it->get<bool>();
+      }
+    };
+    flag("add_prefix_space", out.add_prefix_space);
+    flag("add_bos_token", out.add_bos_token);
+    flag("add_eos_token", out.add_eos_token);
+    if (const auto it = config.find("tokenizer_class"); it != config.end() && !it->is_null()) {
+      if (!it->is_string())
+        bad(config_file, "tokenizer_class", "must be a class name (a string), got " + io::json_excerpt(*it));
+      out.tokenizer_class = it->get<std::string>();
     }
     if (const auto it = config.find("added_tokens_decoder"); it != config.end() && !it->is_null()) {
       if (!it->is_object())

@@ -17,6 +17,7 @@ namespace tessera::text {
 struct Tokenizer::Impl {
   std::variant<SentencePiece, ByteLevelBpe> model;
   std::optional<std::int64_t> bos, eos, pad;
+  bool add_bos = false, add_eos = false;
   std::string fingerprint;
   std::filesystem::path source;
 };
@@ -167,12 +168,34 @@ Tokenizer Tokenizer::load(const fs::path& path) {
   impl->bos = special.bos ? named(special.bos, "bos_token") : model_id([](const SentencePiece& sp) { return sp.bos_id(); });
   impl->eos = special.eos ? named(special.eos, "eos_token") : model_id([](const SentencePiece& sp) { return sp.eos_id(); });
   impl->pad = special.pad ? named(special.pad, "pad_token") : model_id([](const SentencePiece& sp) { return sp.pad_id(); });
+  const std::string cls = special.tokenizer_class.value_or("");
+  const auto starts = [&](std::string_view prefix) { return cls.rfind(prefix, 0) == 0; };
+  impl->add_bos = special.add_bos_token.value_or(starts("Llama") || starts("CodeLlama"));
+  impl->add_eos = special.add_eos_token.value_or(starts("T5"));
+  if (impl->add_bos && !impl->bos)
+    detail::fail(dir / "tokenizer_config.json", "add_bos_token is true, but the tokenizer has no BOS token",
+                 "name one with bos_token, or set add_bos_token to false");
+  if (impl->add_eos && !impl->eos)
+    detail::fail(dir / "tokenizer_config.json", "add_eos_token is true, but the tokenizer has no EOS token",
+                 "name one with eos_token, or set add_eos_token to false");
   return out;
 }
 
 std::vector<std::int64_t> Tokenizer::encode(std::string_view text) const {
   return std::visit([&](const auto& model) { return model.encode(text); }, impl_->model);
 }
+
+std::vector<std::int64_t> Tokenizer::encode_with_special(std::string_view text) const {
+  std::vector<std::int64_t> ids;
+  if (impl_->add_bos) ids.push_back(*impl_->bos);
+  const std::vector<std::int64_t> body = encode(text);
+  ids.insert(ids.end(), body.begin(), body.end());
+  if (impl_->add_eos) ids.push_back(*impl_->eos);
+  return ids;
+}
+
+bool Tokenizer::add_bos_token() const { return impl_->add_bos; }
+bool Tokenizer::add_eos_token() const { return impl_->add_eos; }
 
 std::string Tokenizer::decode(std::span<const std::int64_t> ids) const {
   return std::visit([&](const auto& model) { return model.decode(ids); }, impl_->model);

@@ -15,11 +15,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "../text/text_fixtures.hpp"
 #include "support.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/data/caption_batches.hpp"
 #include "tessera/data/data_for.hpp"
 #include "tessera/data/image_batches.hpp"
+#include "tessera/text/tokenizer.hpp"
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #define STB_IMAGE_WRITE_STATIC
@@ -292,8 +294,21 @@ TEST_CASE("CaptionBatches refuses bad captions before training, naming data=, th
                     Catch::Contains(file + ":2: \"input_ids\" has 5 tokens, more than seq_len=4; raise seq_len or "
                                            "shorten the row"));
   CHECK_THROWS_WITH(with_lines("{\"image\": \"ok.png\", \"text\": \"a photo of a cat\"}\n"),
-                    Catch::Contains(file + ":1: a text caption") && Catch::Contains("tessera does not have yet") &&
-                        Catch::Contains("give token ids of the model's own tokenizer"));
+                    Catch::Contains(file + ":1: a text caption") && Catch::Contains("needs the model's tokenizer") &&
+                        Catch::Contains("give model_dir=DIR or tokenizer=DIR"));
+  {
+    // With a tokenizer, a text caption is its ids as the processor gives them (special tokens added).
+    const auto tok_dir = testing::text_fixture("bpe_json");
+    const auto tok = text::Tokenizer::load(tok_dir);
+    std::ofstream(dir / "captions.jsonl") << R"({"image": "ok.png", "text": "a photo of a cat"})" << "\n";
+    RunConfig cfg = run(1, dir.string(), 32);
+    cfg.tokenizer = tok_dir.string();
+    const data::CaptionBatches texts(cfg, spec(tok.vocab_size(), 1), 1);
+    const auto b = texts.batch(0, 0, 0, c10::Device(c10::kCPU));
+    CHECK(ids(b.input_ids[0]) == tok.encode_with_special("a photo of a cat"));
+    CHECK_THROWS_WITH(data::CaptionBatches(cfg, spec(10, 1), 1),
+                      Catch::Contains(file + ":1 (\"text\" as tokenized by ") && Catch::Contains("not a token id"));
+  }
   CHECK_THROWS_WITH(with_lines("{\"image\": \"ok.png\"}\n"), Catch::Contains(file + ":1: no \"input_ids\""));
   CHECK_THROWS_WITH(with_lines("{\"input_ids\": [5]}\n"),
                     Catch::Contains(file + ":1: \"image\" must be the image's path (a string), relative to " +

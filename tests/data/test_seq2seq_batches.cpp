@@ -11,10 +11,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "../text/text_fixtures.hpp"
 #include "support.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/data/data_for.hpp"
 #include "tessera/data/seq2seq_batches.hpp"
+#include "tessera/text/tokenizer.hpp"
 
 namespace fs = std::filesystem;
 using namespace tessera;
@@ -189,8 +191,29 @@ TEST_CASE("Seq2SeqBatches refuses bad pairs before training, naming the file and
   CHECK_THROWS_WITH(with_lines("{\"input_ids\": [5], \"labels\": [1, 2, 3, 4, 5]}\n", 4),
                     file + ":1: \"labels\" has 5 tokens, more than seq_len=4; raise seq_len or shorten the row");
   CHECK_THROWS_WITH(with_lines("{\"input\": \"translate: hello\", \"target\": \"hallo\"}\n"),
-                    Catch::StartsWith(file + ":1: a text pair") && Catch::Contains("tessera does not have yet") &&
+                    Catch::StartsWith(file + ":1: a text pair") && Catch::Contains("needs the model's tokenizer") &&
                         Catch::Contains("give token ids"));
+  CHECK_THROWS_WITH(with_lines("{\"input\": \"translate: hello\"}\n"),
+                    Catch::StartsWith(file + ":1: a text pair needs \"input\" and \"target\""));
+  {
+    // With the model's tokenizer (a T5-like SentencePiece: EOS appended), text pairs are its ids.
+    const fs::path tok_dir = dir / "t5tok";
+    fs::create_directories(tok_dir);
+    fs::copy_file(testing::text_fixture("sp_unigram/tokenizer.model"), tok_dir / "tokenizer.model");
+    std::ofstream(tok_dir / "tokenizer_config.json") << R"({"tokenizer_class": "T5Tokenizer"})";
+    const auto tok = text::Tokenizer::load(tok_dir);
+    REQUIRE(tok.add_eos_token());
+    std::ofstream(dir / "pairs.jsonl") << R"({"input": "translate: hello", "target": "hallo"})" << "\n";
+    RunConfig cfg = run(1, dir.string(), 32);
+    cfg.tokenizer = tok_dir.string();
+    const data::Seq2SeqBatches texts(cfg, spec(tok.vocab_size()), 1);
+    const auto b = texts.batch(0, 0, 0, c10::Device(c10::kCPU));
+    const at::Tensor in = b.inputs[0].contiguous(), lab = b.labels[0].contiguous();
+    CHECK(std::vector<std::int64_t>(in.data_ptr<std::int64_t>(), in.data_ptr<std::int64_t>() + in.numel()) ==
+          tok.encode_with_special("translate: hello"));
+    CHECK(std::vector<std::int64_t>(lab.data_ptr<std::int64_t>(), lab.data_ptr<std::int64_t>() + lab.numel()) ==
+          tok.encode_with_special("hallo"));
+  }
   CHECK_THROWS_WITH(with_lines(std::string(100, '[') + "\n"), Catch::StartsWith(file + ":1: nests deeper than"));
   CHECK_THROWS_WITH(with_lines("\n \n"), Catch::Contains(file + " has no rows"));
   std::ofstream(dir / "pairs.jsonl") << ok << "\n";

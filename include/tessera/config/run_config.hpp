@@ -33,6 +33,8 @@ struct RunConfig {
   std::string model = "tiny";
   std::string model_dir;
   std::string data;
+  std::string tokenizer;
+  bool mask_prompt = false;
   std::int64_t seq_len = 256;
   double lr = 1e-3;
   LrScaling lr_scaling = LrScaling::none;
@@ -70,16 +72,24 @@ struct RunConfig {
 template <>
 struct config_fields<RunConfig> {
   static constexpr std::string_view title = "run config";
-  static constexpr std::array<FieldDoc, 35> docs{{
+  static constexpr std::array<FieldDoc, 37> docs{{
       {"model",
        "model preset of the experiment's model family (--help lists them, e.g. tiny); ignored when model_dir "
        "is set"},
       {"model_dir",
        "Hugging Face model dir of the experiment's family (config.json + model.safetensors or its .index.json); "
        "empty = build the model preset"},
-      {"data", "language models: a token file (nanoGPT uint16 .bin or llm.c headered .bin); T5: a directory with "
+      {"data", "language models: a token file (nanoGPT uint16 .bin or llm.c headered .bin), or text (.txt: a document "
+               "per line; .jsonl / .json: {\"text\"} documents or Alpaca-style {\"instruction\", \"input\", "
+               "\"output\"} records), tokenized once into a cache beside it; T5: a directory with "
                "pairs.jsonl; BLIP-2: a directory with captions.jsonl and its images; image models: a directory of images (labels.jsonl, or one directory per class); empty = "
                "synthetic data of the family's kind"},
+      {"tokenizer",
+       "language models with text data (data= .txt, .jsonl or .json): the tokenizer, a model dir or a tokenizer file "
+       "(tokenizer.model, tokenizer.json, vocab.json); empty = model_dir's"},
+      {"mask_prompt",
+       "instruction data (Alpaca-style): true = the prompt's tokens are left out of the loss, as litgpt's "
+       "mask_prompt (its Alpaca default: false)"},
       {"seq_len", "tokens per training row (context length), >= 2"},
       {"lr", "learning rate, > 0 (before lr_scaling)"},
       {"lr_scaling", "none, or linear: multiply lr by the number of ranks (the batch grows with them)"},

@@ -30,6 +30,10 @@ class TokenSource {
   // vocab_size outside [1, 65536].
   static TokenSource synthetic(std::size_t n_tokens, std::uint32_t vocab_size, std::uint64_t seed);
 
+  // Tokens already in memory (text tokenized by data/text_data.hpp), described as `description`. ConfigError for
+  // no tokens.
+  static TokenSource from_tokens(std::vector<std::uint16_t> tokens, std::string description);
+
   TokenSource(TokenSource&& other) noexcept;
   TokenSource& operator=(TokenSource&& other) noexcept;
   TokenSource(const TokenSource&) = delete;

@@ -36,6 +36,13 @@ std::string json_excerpt(const nlohmann::json& value, std::size_t max_chars = 20
 void for_each_json_line(const std::filesystem::path& file, std::string_view line_shape,
                         const std::function<void(const std::string& where, const nlohmann::json& object)>& row);
 
+// Calls row(where, object) for each element of the JSON file `file` whose top level is one array of objects (an
+// Alpaca-style data file), in order, where = "FILE:LINE" of the element's first character. ConfigError naming the
+// file and the line for a file that is no array, an element that is no object or is not valid JSON, and for text
+// after the array. Data files may be large: the file is read whole, elements parsed one at a time.
+void for_each_json_array_object(const std::filesystem::path& file, std::string_view element_shape,
+                                const std::function<void(const std::string& where, const nlohmann::json& object)>& row);
+
 // "a boolean", "a number", "null", ...: the JSON type of `value`, for "must be X, got Y" messages.
 std::string json_type_phrase(const nlohmann::json& value);
 

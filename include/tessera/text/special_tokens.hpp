@@ -22,6 +22,9 @@ struct SpecialTokenFiles {
   // tokenizer_config.json's added_tokens_decoder ({"id": {content, flags}}), with the ids it gives.
   std::vector<AddedToken> added_tokens_decoder;
   std::optional<bool> add_prefix_space;
+  // tokenizer_config.json's add_bos_token / add_eos_token, and its tokenizer_class ("LlamaTokenizer", ...).
+  std::optional<bool> add_bos_token, add_eos_token;
+  std::optional<std::string> tokenizer_class;
   // The files read, with their bytes (for the tokenizer's fingerprint), in reading order.
   std::vector<std::pair<std::filesystem::path, std::string>> files;
 };

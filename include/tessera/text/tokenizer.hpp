@@ -37,6 +37,9 @@ class Tokenizer {
   // Invalid UTF-8: SentencePiece encodes each invalid byte as U+FFFD (as python sentencepiece does for bytes); a
   // byte-level BPE throws FormatError naming the byte (tokenizers takes valid Unicode only).
   std::vector<std::int64_t> encode(std::string_view text) const;
+  // encode(text) with the special tokens transformers' tokenizer(text) adds: BOS first when add_bos_token(), EOS
+  // last when add_eos_token(). ([1, ...] for Llama, [2, ...] for OPT, [..., 1] for T5.)
+  std::vector<std::int64_t> encode_with_special(std::string_view text) const;
   // The text of `ids`, special tokens left out (tokenizers' decode default; SentencePiece's control pieces).
   // FormatError for an id that names no token.
   std::string decode(std::span<const std::int64_t> ids) const;
@@ -46,6 +49,11 @@ class Tokenizer {
   std::optional<std::int64_t> bos_id() const;
   std::optional<std::int64_t> eos_id() const;
   std::optional<std::int64_t> pad_id() const;
+  // Whether BOS / EOS wrap a text: tokenizer_config.json's add_bos_token / add_eos_token; without the key, the
+  // default of its tokenizer_class as transformers and litgpt decide it (Llama and Code Llama tokenizers add BOS, T5's
+  // add EOS, others neither); without the file, neither. Load refuses a true one whose token the tokenizer lacks.
+  bool add_bos_token() const;
+  bool add_eos_token() const;
   // The id of a token as the tokenizer's files spell it ("</s>", "Ġthe", "▁the"), nullopt if it has none.
   std::optional<std::int64_t> token_id(std::string_view piece) const;
 
