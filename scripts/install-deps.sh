@@ -12,7 +12,8 @@
 #     torch 2.11 (LibTorch: its headers, libraries and CMake config; CMake asks .venv/bin/python for it) with the
 #     CUDA 13.0 toolkit wheels its config needs (nvcc, runtime, CCCL, NCCL), and the libraries tessera is
 #     checked and benchmarked against (transformers, peft, lightning, safetensors, bitsandbytes, deepspeed), and the
-#     Conan client (tests/consumers: conan create of conanfile.py).
+#     Conan client (tests/consumers: conan create of conanfile.py); and, without their dependencies
+#     (scripts/requirements-nodeps.txt), litgpt 0.5.7, whose Alpaca rows tests/reference/check_text_data.py reads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(cmake ninja-build g++ ccache nlohmann-json3-dev libboost1.81-dev catch2 libopenmpi-dev openmpi-bin python3-venv libstb-dev libsentencepiece-dev)
@@ -30,11 +31,12 @@ fi
 
 venv=.venv
 stamp="$venv/.requirements.sha256"
-want=$(sha256sum scripts/requirements.txt | cut -d' ' -f1)
+want=$(cat scripts/requirements.txt scripts/requirements-nodeps.txt | sha256sum | cut -d' ' -f1)
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "installing the Python environment $venv (scripts/requirements.txt; torch and its CUDA wheels are ~4 GB)"
   [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check -r scripts/requirements.txt
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r scripts/requirements-nodeps.txt
   # The CUDA wheels ship versioned libraries only (libcudart.so.13) and no lib64/, which CMake's CUDA detection
   # and nvcc's own link step look for: add the unversioned names and lib64 beside them.
   cuda=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/nvidia/cu13

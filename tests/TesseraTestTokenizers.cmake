@@ -20,3 +20,17 @@ add_test(NAME reference.tokenizers_negative_control_sentencepiece
   COMMAND ${_check_tokenizers} ${_fixtures}/sp_unigram --perturb --expect-mismatch)
 set_tests_properties(reference.tokenizers reference.tokenizers_negative_control_bpe
   reference.tokenizers_negative_control_sentencepiece PROPERTIES LABELS reference TIMEOUT 300)
+
+# The instruction rows (data/text_data.hpp through data/token_batches.hpp) against litgpt 0.5.7's SFTDataset with the
+# alpaca prompt style (tests/reference/check_text_data.py): a Llama-like SentencePiece (BOS added), an OPT-like
+# tokenizer.json, a T5-like SentencePiece; text_rows_dump is tessera's side. The negative control must see a mismatch.
+add_executable(text_rows_dump data/text_rows_dump.cpp)
+target_link_libraries(text_rows_dump PRIVATE tessera::tessera)
+set(_check_text_data ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_text_data.py"
+    $<TARGET_FILE:text_rows_dump>)
+add_test(NAME reference.text_data_litgpt
+  COMMAND ${_check_text_data} ${_fixtures}/sp_bpe:LlamaTokenizer ${_fixtures}/bpe_json ${_fixtures}/sp_unigram:T5Tokenizer)
+add_test(NAME reference.text_data_litgpt_negative_control
+  COMMAND ${_check_text_data} ${_fixtures}/sp_bpe:LlamaTokenizer --count 20 --perturb --expect-mismatch)
+set_tests_properties(reference.text_data_litgpt reference.text_data_litgpt_negative_control PROPERTIES
+  LABELS reference TIMEOUT 600)

@@ -154,16 +154,39 @@ struct Encoded {
   std::uint32_t prompt = 0;
 };
 
+// litgpt 0.5.7's Tokenizer.encode(text, bos, eos): BOS put first when asked and not there, else a leading BOS
+// dropped; EOS put last when asked and not there, else a trailing EOS dropped. (With OPT's tokenizer BOS and EOS are
+// both </s>, so a text that starts or ends with "</s>" loses it.)
+std::vector<std::int64_t> litgpt_encode(const text::Tokenizer& tok, const std::string& text, bool bos, bool eos) {
+  std::vector<std::int64_t> ids = tok.encode(text);
+  const auto bos_id = tok.bos_id(), eos_id = tok.eos_id();
+  if (bos && bos_id) {
+    if (ids.empty() || ids.front() != *bos_id) ids.insert(ids.begin(), *bos_id);
+  } else if (bos_id && !ids.empty() && ids.front() == *bos_id) {
+    ids.erase(ids.begin());
+  }
+  if (eos && eos_id) {
+    if (ids.empty() || ids.back() != *eos_id) ids.push_back(*eos_id);
+  } else if (eos_id && !ids.empty() && ids.back() == *eos_id) {
+    ids.pop_back();
+  }
+  return ids;
+}
+
 Encoded encode_record(const Record& r, TextKind kind, const text::Tokenizer& tok) {
   Encoded e;
   const auto eos = tok.eos_id();
   if (kind == TextKind::documents) {
     e.ids = tok.encode_with_special(r.text);
+    if (eos && !tok.add_eos_token()) e.ids.push_back(*eos);
   } else {
-    e.prompt = static_cast<std::uint32_t>(tok.encode_with_special(r.text).size());
-    e.ids = tok.encode_with_special(r.text + r.output);
+    // litgpt 0.5.7's SFTDataset: encode(prompt) (BOS as the tokenizer's config says), then encode(output, bos=False,
+    // eos=True), back to back: the response is tokenized on its own.
+    e.ids = litgpt_encode(tok, r.text, tok.add_bos_token(), false);
+    e.prompt = static_cast<std::uint32_t>(e.ids.size());
+    const std::vector<std::int64_t> output = litgpt_encode(tok, r.output, false, true);
+    e.ids.insert(e.ids.end(), output.begin(), output.end());
   }
-  if (eos && !tok.add_eos_token()) e.ids.push_back(*eos);
   for (const std::int64_t id : e.ids)
     if (id < 0 || id > 65535)
       throw ConfigError(r.where + ": token id " + std::to_string(id) + " of " + tok.source().string() +

@@ -42,8 +42,9 @@ std::string alpaca_prompt(std::string_view instruction, std::string_view input);
 //   .jsonl, .json   a JSON Lines file, or one JSON array, of objects: with "instruction" and "output" (and optionally
 //                   "input") they are instructions; with "text", documents. The first record decides; all must agree.
 // A document is tokenizer.encode_with_special(text) then EOS (when the tokenizer has one and has not added it).
-// An instruction is litgpt's SFTDataset row: prompt = alpaca_prompt(instruction, input), row =
-// encode_with_special(prompt + output) then EOS, prompt length = the length of encode_with_special(prompt).
+// An instruction is the row of litgpt 0.5.7's SFTDataset: BOS (when add_bos_token()), encode(prompt) with prompt =
+// alpaca_prompt(instruction, input), then encode(output) (the response tokenized on its own) and EOS; the prompt
+// length counts BOS and the prompt's tokens.
 // ConfigError "FILE:LINE: reason; fix" for a missing file, a line that is no JSON object, a missing or non-string
 // key, an empty text or output, a record of the other kind, no records at all, or a token id above 65535 (tokens are
 // kept as uint16). On a terminal, a progress bar on stderr.
