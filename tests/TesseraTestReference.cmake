@@ -82,3 +82,11 @@ add_test(NAME reference.opt_gradients_negative_control
 set_tests_properties(reference.opt_fp32 reference.opt_postln_proj reference.opt_gradients
   reference.opt_gradients_postln_proj_bf16 reference.opt_negative_control reference.opt_gradients_negative_control
   PROPERTIES LABELS reference TIMEOUT 300)
+
+# MFU's FLOPs (report/mfu.hpp: LlamaConfig / OptConfig::training_flops_per_token, in the done record) against
+# torch.utils.flop_counter.FlopCounterMode on transformers' models, forward and backward (tests/reference/check_flops.py).
+set(_check_flops ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_flops.py"
+    $<TARGET_FILE:llama-fp32> $<TARGET_FILE:opt-fp32>)
+add_test(NAME reference.flops COMMAND ${_check_flops})
+add_test(NAME reference.flops_negative_control COMMAND ${_check_flops} --perturb --expect-mismatch)
+set_tests_properties(reference.flops reference.flops_negative_control PROPERTIES LABELS reference TIMEOUT 600)

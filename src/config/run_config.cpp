@@ -205,6 +205,8 @@ void validate(const RunConfig& cfg) {
             "must be auto, cpu, cuda or cuda:N with N a GPU index, e.g. cuda:0");
   p.require(cfg.threads >= 0, "threads", "must be >= 0 (0 = the node's cores shared among its ranks)");
   p.require(cfg.log_every >= 1, "log_every", "must be >= 1 (print a step line every N steps)");
+  p.require(std::isfinite(cfg.peak_tflops) && cfg.peak_tflops >= 0 && cfg.peak_tflops <= 1e6, "peak_tflops",
+            "must be a finite number from 0 (the device's own peak, when tessera knows it) to 1,000,000");
   p.require(cfg.memory_every >= 1, "memory_every",
             "must be >= 1 (memory snapshots at steps 0, 1 and every N)");
   p.require(!cfg.model_dir.empty() || !cfg.model.empty(), "model",

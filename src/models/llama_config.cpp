@@ -49,6 +49,15 @@ const std::array<std::pair<std::string_view, LlamaConfig>, 6>& presets() {
 
 }  // namespace
 
+double LlamaConfig::training_flops_per_token(std::int64_t seq_len) const {
+  const double c = static_cast<double>(hidden_size), q = static_cast<double>(head_dim);
+  const double h = static_cast<double>(num_attention_heads), kv = static_cast<double>(num_key_value_heads);
+  const double layers = static_cast<double>(num_hidden_layers);
+  const double per_layer = 2.0 * c * h * q + 2.0 * c * kv * q + 3.0 * c * static_cast<double>(intermediate_size);
+  const double matmul_weights = layers * per_layer + c * static_cast<double>(vocab_size);
+  return 6.0 * matmul_weights + 12.0 * layers * h * q * static_cast<double>(seq_len);
+}
+
 std::int64_t LlamaConfig::parameter_count() const {
   const std::int64_t q = hidden_size * num_attention_heads * head_dim;
   const std::int64_t kv = 2 * hidden_size * num_key_value_heads * head_dim;

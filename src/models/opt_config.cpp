@@ -47,6 +47,15 @@ const std::array<std::pair<std::string_view, OptConfig>, 6>& presets() {
 
 }  // namespace
 
+double OptConfig::training_flops_per_token(std::int64_t seq_len) const {
+  const double c = static_cast<double>(hidden_size), p = static_cast<double>(word_embed_proj_dim);
+  const double layers = static_cast<double>(num_hidden_layers);
+  const double per_layer = 4.0 * c * c + 2.0 * c * static_cast<double>(ffn_dim);
+  const double projections = has_projections() ? 2.0 * p * c : 0.0;
+  const double matmul_weights = layers * per_layer + projections + p * static_cast<double>(vocab_size);
+  return 6.0 * matmul_weights + 12.0 * layers * c * static_cast<double>(seq_len);
+}
+
 std::int64_t OptConfig::parameter_count() const {
   const std::int64_t h = hidden_size, word = word_embed_proj_dim;
   const std::int64_t attention = 4 * (h * h + h);                  // q, k, v, out_proj with biases

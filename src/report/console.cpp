@@ -20,6 +20,10 @@ std::string format_step_line(const StepResult& r, std::int64_t total_steps) {
                 static_cast<long long>(r.step + 1), static_cast<long long>(total_steps), r.loss, r.lr, r.step_ms,
                 format_rate(tok_s).c_str());
   std::string line = buf;
+  if (r.mfu > 0) {
+    std::snprintf(buf, sizeof buf, " | MFU %.1f%%", 100.0 * r.mfu);
+    line += buf;
+  }
   if (r.loss_scale > 0) {
     std::snprintf(buf, sizeof buf, " | scale %.0f", r.loss_scale);
     line += buf;

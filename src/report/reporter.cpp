@@ -28,6 +28,7 @@ void Reporter::print(std::string_view text) {
 void Reporter::step(const StepResult& r, std::int64_t total_steps) {
   nlohmann::json record = {{"event", "step"}, {"step", r.step},       {"loss", r.loss},
                            {"lr", r.lr},      {"tokens", r.tokens},   {"step_ms", r.step_ms}};
+  if (r.mfu > 0) record["mfu"] = r.mfu;
   if (r.loss_scale > 0) {
     record["loss_scale"] = r.loss_scale;
     record["skipped"] = r.skipped;

@@ -67,12 +67,13 @@ struct RunConfig {
   std::int64_t threads = 0;
   std::int64_t log_every = 1;
   std::int64_t memory_every = 50;
+  double peak_tflops = 0.0;
 };
 
 template <>
 struct config_fields<RunConfig> {
   static constexpr std::string_view title = "run config";
-  static constexpr std::array<FieldDoc, 37> docs{{
+  static constexpr std::array<FieldDoc, 38> docs{{
       {"model",
        "model preset of the experiment's model family (--help lists them, e.g. tiny); ignored when model_dir "
        "is set"},
@@ -142,6 +143,9 @@ struct config_fields<RunConfig> {
       {"threads", "CPU threads for intra-op parallelism per rank; 0 = the node's cores shared among its ranks"},
       {"log_every", "print a step line every N steps"},
       {"memory_every", "take memory snapshots at steps 0, 1 and every N steps"},
+      {"peak_tflops",
+       "peak TFLOP/s of one device for MFU (Llama, OPT); 0 = the GPU's from tessera's table (H100, H200, A100), "
+       "none on the CPU"},
   }};
 };
 

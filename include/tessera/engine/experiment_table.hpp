@@ -95,6 +95,15 @@ RunSummary Trainer<Exp>::run() {
   nlohmann::json extra = {{"steps", steps},
                           {"world_size", runtime_.world_size},
                           {"tokens_per_s", static_cast<double>(tokens_per_step()) * static_cast<double>(steps) / train_s}};
+  if (step_flops() > 0) {
+    extra["flops_per_token"] = step_flops() / static_cast<double>(tokens_per_step());
+    // Steps after the first (the first pays for warm-up), or the only one.
+    double sum = 0;
+    std::int64_t n = 0;
+    for (const StepResult& r : summary.steps)
+      if (r.mfu > 0 && (r.step > 0 || steps == 1)) sum += r.mfu, ++n;
+    if (n > 0) extra["mfu"] = sum / static_cast<double>(n);
+  }
   if constexpr (Precision::loss_scaling) {
     extra["skipped_steps"] = update_.scaler().skipped_steps();
     extra["scale_growths"] = update_.scaler().growths();
@@ -109,7 +118,12 @@ RunSummary Trainer<Exp>::run() {
   std::snprintf(line, sizeof line, "[done] train time: %.2f s | peak memory: %s GiB%s | %lld steps | %.1f tok/s",
                 train_s, memory::gib(peak).c_str(), runtime_.world_size > 1 ? " (highest rank)" : "",
                 static_cast<long long>(steps), extra["tokens_per_s"].template get<double>());
-  reporter_.print(line);
+  std::string done_line = line;
+  if (extra.contains("mfu")) {
+    std::snprintf(line, sizeof line, " | MFU %.1f%%", 100.0 * extra["mfu"].template get<double>());
+    done_line += line;
+  }
+  reporter_.print(done_line);
   summary.train_s = train_s;
   summary.peak_bytes = peak;
   return summary;

@@ -41,6 +41,7 @@
 #include "tessera/experiment.hpp"
 #include "tessera/io/checkpoint_dir.hpp"
 #include "tessera/memory/allocator_stats.hpp"
+#include "tessera/report/mfu.hpp"
 #include "tessera/report/reporter.hpp"
 
 namespace tessera {
@@ -199,7 +200,24 @@ class Trainer {
     probe(step, cfg_.accumulate_grad_batches - 1, memory::Phase::after_optimizer_step);
     r.tokens = tokens_per_step();
     r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    r.mfu = mfu(step_flops(), r.step_ms / 1000.0, runtime_.world_size, peak_flops_per_device());
     return r;
+  }
+
+  // The model FLOPs of one optimizer step, all ranks together: the family's training FLOPs per token
+  // (report/mfu.hpp: 6 per matmul weight plus attention) times the tokens of the step; 0 when the family does not
+  // count them. Recomputation under checkpointing is not added and frozen weights are not discounted (MFU, not HFU).
+  double step_flops() const {
+    if constexpr (counts_training_flops<Model> && std::same_as<Batch, models::TokenBatch>)
+      return model_.training_flops_per_token(cfg_.seq_len) * static_cast<double>(tokens_per_step());
+    else
+      return 0.0;
+  }
+  // peak_tflops= when given, else the device's peak for the compute dtype (0 when tessera does not know it).
+  double peak_flops_per_device() const {
+    if (cfg_.peak_tflops > 0) return cfg_.peak_tflops * 1e12;
+    if (!device_peak_) device_peak_ = device_peak_flops(runtime_.device, Precision::compute_dtype).value_or(0.0);
+    return *device_peak_;
   }
 
   // The whole run: config table, steps, memory tables, final save, done record.
@@ -336,6 +354,7 @@ class Trainer {
   MemoryProbe probe_;
   OptimizerStep<Optimizer, Precision, Offload> update_;
   CallPosition position_;
+  mutable std::optional<double> device_peak_;  // device_peak_flops, asked once
 };
 
 }  // namespace tessera

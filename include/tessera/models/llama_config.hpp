@@ -25,6 +25,11 @@ struct LlamaConfig {
 
   // Exact count of trainable scalars (embedding, blocks, final norm, untied lm_head).
   std::int64_t parameter_count() const;
+  // FLOPs one token costs in a training step (forward and backward) with rows of seq_len tokens, as PaLM
+  // (Appendix B) and torchtitan count them: 6 per matmul weight the token meets (the projections, the MLP and the
+  // LM head, tied or not; not the embedding lookup) plus 12 * layers * heads * head_dim * seq_len (attention scores
+  // and their values, forward and backward, the causal mask not discounted).
+  double training_flops_per_token(std::int64_t seq_len) const;
   // Throws ConfigError when the shape is inconsistent (e.g. heads not dividing hidden_size).
   void validate(std::string_view origin) const;
 };

@@ -41,6 +41,9 @@ struct OptConfig {
   // head unit and the head call reads the embedding unit alone.
   bool has_head_unit() const { return has_final_layer_norm() || has_projections() || !tie_word_embeddings; }
 
+  // FLOPs one token costs in a training step, counted as LlamaConfig::training_flops_per_token counts them (the
+  // q/k/v/out projections, fc1, fc2, project_in/out and the LM head; not the embedding lookups).
+  double training_flops_per_token(std::int64_t seq_len) const;
   // Exact count of trainable scalars (embeddings, projections, blocks, final norm, untied lm_head).
   std::int64_t parameter_count() const;
   // Throws ConfigError when the shape is inconsistent (e.g. heads not dividing hidden_size).

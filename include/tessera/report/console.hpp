@@ -1,6 +1,6 @@
 #pragma once
 // defines: what rank 0 prints while training: the step line and, on a terminal, a progress bar with ETA.
-//   step 12/100 | loss 3.2101 | lr 1.00e-03 | 812 ms | 5.0k tok/s
+//   step 12/100 | loss 3.2101 | lr 1.00e-03 | 812 ms | 5.0k tok/s | MFU 41.3%   (MFU when known)
 #include <cstdint>
 #include <string>
 
@@ -14,6 +14,7 @@ struct StepResult {
   double step_ms = 0.0;
   bool skipped = false;     // fp16: gradients overflowed and the update was not applied
   double loss_scale = 0.0;  // fp16 only; 0 otherwise
+  double mfu = 0.0;         // model FLOPs utilization (report/mfu.hpp), a fraction; 0 when unknown
 };
 
 std::string format_step_line(const StepResult& r, std::int64_t total_steps);
