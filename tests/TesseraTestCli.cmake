@@ -21,6 +21,15 @@ endfunction()
 
 tessera_cli_test(unknown_key 2 "unknown key 'bach_size' \\(did you mean 'batch_size'\\?\\)" "" ${_fp32} bach_size=3)
 tessera_cli_test(negative_lr 2 "lr=-1: " "" ${_fp32} lr=-1)
+tessera_cli_test(negative_peak_tflops 2 "peak_tflops=-1: " "" ${_fp32} peak_tflops=-1)
+# MFU on the CPU with a given peak: in the step lines, the [done] line and the metrics (report/mfu.hpp).
+add_test(NAME cli.mfu_with_peak COMMAND bash -c
+  "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; cd $d;
+   $<TARGET_FILE:llama-fp32> max_steps=2 batch_size=2 seq_len=32 threads=1 peak_tflops=1 metrics=m.jsonl > out.txt;
+   grep -E -q '^step 2/2 .* tok/s \\| MFU [0-9.]+%$' out.txt; grep -E -q '^\\[done\\] .* tok/s \\| MFU [0-9.]+%$' out.txt;
+   grep -q '\"mfu\":' m.jsonl; grep -q '\"flops_per_token\":' m.jsonl;
+   $<TARGET_FILE:llama-fp32> max_steps=1 batch_size=2 seq_len=32 threads=1 > plain.txt; ! grep -q MFU plain.txt")
+set_tests_properties(cli.mfu_with_peak PROPERTIES LABELS cli TIMEOUT 180)
 tessera_cli_test(zero_batch 2 "batch_size=0: " "" ${_fp32} batch_size=0)
 tessera_cli_test(not_key_value 2 "key=value" "" ${_fp32} fast)
 tessera_cli_test(missing_model_dir 2 "model_dir=/nonexistent" "" ${_fp32} model_dir=/nonexistent)

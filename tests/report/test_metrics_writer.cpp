@@ -77,5 +77,7 @@ TEST_CASE("the step line has the documented shape", "[report]") {
   r.tokens = 4060;
   r.step_ms = 812;
   CHECK(format_step_line(r, 100) == "step 12/100 | loss 3.2101 | lr 1.00e-03 | 812 ms | 5.0k tok/s");
+  r.mfu = 0.4126;  // known MFU (report/mfu.hpp) follows the rate
+  CHECK(format_step_line(r, 100) == "step 12/100 | loss 3.2101 | lr 1.00e-03 | 812 ms | 5.0k tok/s | MFU 41.3%");
   CHECK(format_progress(50, 100, 10.0).find("50/100") != std::string::npos);
 }

@@ -1,12 +1,11 @@
 // tests: report/mfu.hpp: the peak table by CUDA device name and compute dtype, MFU's arithmetic, the CPU's unknown
 // peak, which families count their FLOPs, the formula's parts (FLOPs grow by 12*L*H*Q per token of seq_len, and by
-// 6 per weight of the head), and the step line's MFU.
+// 6 per weight of the head). The step line's MFU: test_metrics_writer.cpp.
 #include <catch2/catch.hpp>
 
 #include "tessera/models/llama.hpp"
 #include "tessera/models/opt.hpp"
 #include "tessera/models/vit.hpp"
-#include "tessera/report/console.hpp"
 #include "tessera/report/mfu.hpp"
 
 using namespace tessera;
@@ -46,16 +45,4 @@ TEST_CASE("training FLOPs per token: Llama and OPT count them; attention grows w
   // OPT ties its head to the embedding: the head's matmul is still counted once.
   const auto opt = models::Opt::preset("opt-125m");
   CHECK(opt.training_flops_per_token(0) / 6.0 > static_cast<double>(opt.vocab_size * opt.hidden_size));
-}
-
-TEST_CASE("the step line shows MFU when it is known", "[report][mfu]") {
-  StepResult r;
-  r.step = 0;
-  r.loss = 2.0;
-  r.lr = 1e-3;
-  r.tokens = 1000;
-  r.step_ms = 100;
-  CHECK(format_step_line(r, 10).find("MFU") == std::string::npos);
-  r.mfu = 0.4126;
-  CHECK(format_step_line(r, 10) == "step 1/10 | loss 2.0000 | lr 1.00e-03 | 100 ms | 10.0k tok/s | MFU 41.3%");
 }
