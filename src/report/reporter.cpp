@@ -25,6 +25,12 @@ void Reporter::print(std::string_view text) {
   std::fflush(stdout);
 }
 
+void Reporter::start(nlohmann::json experiment) {
+  nlohmann::json record = {{"event", "run"}};
+  record.update(experiment);
+  metrics_.write(record);
+}
+
 void Reporter::step(const StepResult& r, std::int64_t total_steps) {
   nlohmann::json record = {{"event", "step"}, {"step", r.step},       {"loss", r.loss},
                            {"lr", r.lr},      {"tokens", r.tokens},   {"step_ms", r.step_ms}};

@@ -123,10 +123,21 @@ TEST_CASE("the metrics file holds every phase with acts = allocated - params - g
   Trainer<Fp32Exp>(cfg, quiet()).run();
   std::ifstream in(path);
   std::map<std::string, int> phases;
-  int steps = 0, done = 0;
+  int steps = 0, done = 0, runs = 0, line_no = 0;
   for (std::string line; std::getline(in, line);) {
     const auto j = nlohmann::json::parse(line);
-    if (j["event"] == "step") {
+    ++line_no;
+    if (j["event"] == "run") {
+      ++runs;
+      CHECK(line_no == 1);  // the report reads the experiment before anything else
+      CHECK(j["family"] == "llama");
+      CHECK(j["precision"] == "32-true");
+      CHECK(j["sharding"] == "none");
+      CHECK(j["world_size"] == 1);
+      CHECK(j["batch_size"] == 2);
+      CHECK(j["accumulate_grad_batches"] == 2);
+      CHECK(j["tokens_per_step"] == 2 * 2 * 32);
+    } else if (j["event"] == "step") {
       ++steps;
       CHECK(j["tokens"] == 2 * 2 * 32);
       CHECK(std::isfinite(j["loss"].get<double>()));
@@ -144,6 +155,7 @@ TEST_CASE("the metrics file holds every phase with acts = allocated - params - g
   std::filesystem::remove(path);
   CHECK(steps == 2);
   CHECK(done == 1);
+  CHECK(runs == 1);
   // Steps 0 and 1 are snapshotted: 2 micro-steps x 3 phases + after_opt, per step.
   CHECK(phases["before_fwd"] == 4);
   CHECK(phases["after_fwd"] == 4);

@@ -1,6 +1,7 @@
 #pragma once
 // defines: Trainer<Exp>::describe() (the table a run prints first: the config, then the experiment's model,
-// policies, device and data) and Trainer<Exp>::run() (the whole run and its done line). Included by trainer.hpp.
+// policies, device and data), Trainer<Exp>::run_record() (the same facts as the metrics file's first record)
+// and Trainer<Exp>::run() (the whole run and its done line). Included by trainer.hpp.
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -77,8 +78,34 @@ std::string Trainer<Exp>::describe() const {
 }
 
 template <class Exp>
+nlohmann::json Trainer<Exp>::run_record() const {
+  const std::int64_t trained = store_.numel();
+  nlohmann::json r = {{"family", Model::name},
+                      {"model", cfg_.model_dir.empty() ? cfg_.model : cfg_.model_dir},
+                      {"parameters", trains_adapters ? adapters_.frozen_numel() + trained : trained},
+                      {"trainable", trained},
+                      {"sharding", Sharding::name},
+                      {"stage", stage},
+                      {"precision", Precision::name},
+                      {"checkpointing", Checkpointing::name},
+                      {"optimizer", Optimizer::name},
+                      {"adapter", trains_adapters ? Adapter::name : std::string_view("none")},
+                      {"offload", Offload::name},
+                      {"world_size", runtime_.world_size},
+                      {"device", runtime_.device.str()},
+                      {"batch_size", cfg_.batch_size},
+                      {"accumulate_grad_batches", cfg_.accumulate_grad_batches},
+                      {"seq_len", cfg_.seq_len},
+                      {"tokens_per_step", tokens_per_step()},
+                      {"lr", lr()}};
+  if (cfg_.freeze != "none") r["freeze"] = cfg_.freeze;
+  return r;
+}
+
+template <class Exp>
 RunSummary Trainer<Exp>::run() {
   if (reporter_.prints_config()) reporter_.print(describe());
+  reporter_.start(run_record());
   memory::reset_peak(runtime_.device);
   const auto start = std::chrono::steady_clock::now();
   RunSummary summary;

@@ -43,6 +43,7 @@
 #include "tessera/memory/allocator_stats.hpp"
 #include "tessera/report/mfu.hpp"
 #include "tessera/report/reporter.hpp"
+#include <nlohmann/json.hpp>
 
 namespace tessera {
 
@@ -224,6 +225,8 @@ class Trainer {
   RunSummary run();
   // The config table followed by the experiment (policies, model size, data) table.
   std::string describe() const;
+  // The metrics file's "run" record: the model, each policy's name, the ranks and the batch shape.
+  nlohmann::json run_record() const;
 
  private:
   // The store's first values, before the optimizer side copies them (offload masters); model_dir's weights are

@@ -1,6 +1,7 @@
 #pragma once
 // defines: Reporter, where a run's events go: rank 0's console (step lines, memory tables, progress bar)
 // and the JSONL metrics file.
+//   {"event":"run","family":"llama","model":"tiny","sharding":"full_shard","precision":...,"world_size":W,...}
 //   {"event":"step","step":N,"loss":L,"lr":x,"tokens":n,"step_ms":t}
 //   {"event":"memory","step":N,"micro":m,"phase":"after_bwd","rank":k,"params":b,...,"reserved":b}
 //   {"event":"done","train_s":s,"peak":b, ...}
@@ -31,6 +32,8 @@ class Reporter {
 
   void print(std::string_view text);
   bool prints_config() const { return options_.print_config; }
+  // The run's first record: `experiment` (Trainer::run_record()) under "event":"run".
+  void start(nlohmann::json experiment);
   void step(const StepResult& result, std::int64_t total_steps);
   // print_line: also print the snapshot's table line (the JSONL file gets every snapshot).
   void memory(const memory::MemorySnapshot& snapshot, bool print_line);

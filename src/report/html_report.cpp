@@ -1,0 +1,438 @@
+#include "tessera/report/html_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera::report {
+namespace {
+
+// Memory segments, bottom to top, with their colours (a colour-blind-safe palette).
+struct Segment {
+  std::string_view key, label, colour;
+};
+constexpr Segment segments[] = {{"params", "Params", "#4e79a7"},
+                                {"grads", "Grads", "#f28e2b"},
+                                {"optim", "Optimizer", "#59a14f"},
+                                {"acts", "Activations", "#e15759"},
+                                {"host", "Host (offload)", "#9c755f"}};
+// Loss lines, one colour per run (repeating after ten).
+constexpr std::string_view line_colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
+                                             "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"};
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+const nlohmann::json& field(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.contains(key))
+    throw FormatError(where + ": the record has no \"" + key + "\"; this is not a tessera metrics file (write one "
+                      "with metrics=FILE)");
+  return j[key];
+}
+
+std::int64_t integer(const nlohmann::json& j, const char* key, const std::string& where) {
+  const nlohmann::json& v = field(j, key, where);
+  if (!v.is_number_integer())
+    throw FormatError(where + ": \"" + key + "\" is " + v.dump() + ", not an integer; this is not a tessera "
+                      "metrics file (write one with metrics=FILE)");
+  return v.get<std::int64_t>();
+}
+
+double number(const nlohmann::json& j, const char* key, const std::string& where) {
+  const nlohmann::json& v = field(j, key, where);
+  if (!v.is_number())
+    throw FormatError(where + ": \"" + key + "\" is " + v.dump() + ", not a number; this is not a tessera metrics "
+                      "file (write one with metrics=FILE)");
+  return v.get<double>();
+}
+
+std::int64_t segment_bytes(const MemoryRecord& r, std::string_view key) {
+  if (key == "params") return r.params;
+  if (key == "grads") return r.grads;
+  if (key == "optim") return r.optim;
+  if (key == "acts") return std::max<std::int64_t>(r.acts, 0);
+  return r.params_cpu + r.grads_cpu + r.optim_cpu;
+}
+
+// A string field of the run record, or "-".
+std::string run_text(const RunMetrics& m, const char* key) {
+  if (!m.run.contains(key)) return "-";
+  const nlohmann::json& v = m.run[key];
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+// Whether the run computed on the CPU, where host memory is inside the allocator's figures.
+bool host_is_device(const RunMetrics& m) { return run_text(m, "device") == "cpu"; }
+
+struct Unit {
+  double bytes;
+  const char* name;
+};
+Unit unit_for(double max_bytes) {
+  return max_bytes >= double(1ll << 30) ? Unit{double(1ll << 30), "GiB"} : Unit{double(1ll << 20), "MiB"};
+}
+
+// A step of 1, 2 or 5 times a power of ten giving at most `ticks` ticks up to `top`.
+double nice_step(double top, int ticks) {
+  const double raw = top / ticks;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= raw) return m * p;
+  return 10 * p;
+}
+
+std::string memory_chart(std::span<const RunMetrics> runs) {
+  constexpr double bar_w = 18, bar_gap = 4, rank_gap = 16, run_gap = 56, left = 64, top = 28, plot_h = 280,
+                   bottom = 86;
+  // Scale: the tallest stack or peak of any run.
+  double max_bytes = 1;
+  for (const RunMetrics& m : runs) {
+    max_bytes = std::max(max_bytes, m.done.value("peak", 0.0));
+    for (std::int64_t r = 0; r < m.world_size(); ++r)
+      for (std::string_view p : phase_labels)
+        if (const MemoryRecord* b = m.bar(r, p)) {
+          double sum = 0;
+          for (const Segment& s : segments)
+            if (s.key != "host" || host_is_device(m)) sum += double(segment_bytes(*b, s.key));
+          max_bytes = std::max(max_bytes, sum);
+        }
+  }
+  const Unit unit = unit_for(max_bytes);
+  const double step = nice_step(max_bytes / unit.bytes, 5);
+  const double axis_top = std::ceil(max_bytes / unit.bytes / step) * step;
+  auto y_of = [&](double bytes) { return top + plot_h - plot_h * (bytes / unit.bytes) / axis_top; };
+
+  std::string bars, labels;
+  double x = left + 16;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const RunMetrics& m = runs[i];
+    const double group_start = x;
+    const std::int64_t ranks = m.world_size();
+    for (std::int64_t r = 0; r < ranks; ++r) {
+      const double rank_start = x;
+      for (std::string_view p : phase_labels) {
+        const MemoryRecord* b = m.bar(r, p);
+        double base = 0;
+        if (b)
+          for (const Segment& s : segments) {
+            if (s.key == "host" && !host_is_device(m)) continue;
+            const double v = double(segment_bytes(*b, s.key));
+            if (v <= 0) continue;
+            const double y1 = y_of(base + v), y0 = y_of(base);
+            bars += "<rect class=\"seg " + std::string(s.key) + "\" data-run=\"" + std::to_string(i) +
+                    "\" data-rank=\"" + std::to_string(r) + "\" data-phase=\"" + std::string(p) + "\" data-bytes=\"" +
+                    std::to_string(std::int64_t(v)) + "\" x=\"" + fmt("%.1f", x) + "\" y=\"" + fmt("%.1f", y1) +
+                    "\" width=\"" + fmt("%.0f", bar_w) + "\" height=\"" + fmt("%.1f", std::max(y0 - y1, 0.5)) +
+                    "\" fill=\"" + std::string(s.colour) + "\"><title>" + html_escape(m.label) + ", rank " +
+                    std::to_string(r) + ", " + std::string(p) + ": " + std::string(s.label) + " " +
+                    fmt("%.3f", v / unit.bytes) + " " + unit.name + "</title></rect>\n";
+            base += v;
+          }
+        x += bar_w + bar_gap;
+      }
+      if (ranks > 1)
+        labels += "<text class=\"rank\" x=\"" + fmt("%.1f", (rank_start + x - bar_gap) / 2) + "\" y=\"" +
+                  fmt("%.1f", top + plot_h + 14) + "\" text-anchor=\"middle\">r" + std::to_string(r) + "</text>\n";
+      x += rank_gap;
+    }
+    x -= rank_gap;
+    const double group_end = x - bar_gap;
+    const double mid = (group_start + group_end) / 2;
+    // The run's measured peak (the highest rank's, over the whole run).
+    const double peak = m.done.value("peak", 0.0);
+    if (peak > 0) {
+      const double y = y_of(peak);
+      bars += "<line class=\"peak\" data-run=\"" + std::to_string(i) + "\" x1=\"" + fmt("%.1f", group_start - 4) +
+              "\" x2=\"" + fmt("%.1f", group_end + 4) + "\" y1=\"" + fmt("%.1f", y) + "\" y2=\"" + fmt("%.1f", y) +
+              "\" stroke=\"#000\" stroke-width=\"2\"><title>" + html_escape(m.label) + ": measured peak " +
+              fmt("%.3f", peak / unit.bytes) + " " + unit.name + "</title></line>\n";
+      bars += "<text class=\"peak-label\" x=\"" + fmt("%.1f", mid) + "\" y=\"" + fmt("%.1f", y - 5) +
+              "\" text-anchor=\"middle\">peak " + fmt("%.2f", peak / unit.bytes) + "</text>\n";
+    }
+    const double base_y = top + plot_h + (ranks > 1 ? 30 : 18);
+    labels += "<text class=\"run\" x=\"" + fmt("%.1f", mid) + "\" y=\"" + fmt("%.1f", base_y) +
+              "\" text-anchor=\"middle\" font-weight=\"bold\">" + html_escape(m.label) + "</text>\n";
+    std::string figures = fmt("%.0f ms/step", m.mean_step_ms());
+    if (m.done.contains("tokens_per_s")) figures += fmt(" · %.0f tok/s", m.done["tokens_per_s"].get<double>());
+    labels += "<text class=\"figures\" x=\"" + fmt("%.1f", mid) + "\" y=\"" + fmt("%.1f", base_y + 16) +
+              "\" text-anchor=\"middle\">" + figures + "</text>\n";
+    if (m.mean_mfu() > 0)
+      labels += "<text class=\"figures\" x=\"" + fmt("%.1f", mid) + "\" y=\"" + fmt("%.1f", base_y + 32) +
+                "\" text-anchor=\"middle\">MFU " + fmt("%.1f%%", 100 * m.mean_mfu()) + "</text>\n";
+    x += run_gap;
+  }
+  const double width = std::max(x - run_gap + 32, 480.0);
+  std::string axis;
+  for (double v = 0; v <= axis_top + step / 2; v += step) {
+    const double y = top + plot_h - plot_h * v / axis_top;
+    axis += "<line x1=\"" + fmt("%.0f", left) + "\" x2=\"" + fmt("%.0f", width) + "\" y1=\"" + fmt("%.1f", y) +
+            "\" y2=\"" + fmt("%.1f", y) + "\" stroke=\"#ddd\"/>\n<text x=\"" + fmt("%.0f", left - 6) + "\" y=\"" +
+            fmt("%.1f", y + 4) + "\" text-anchor=\"end\">" + fmt(step < 1 ? "%.2f" : "%.0f", v) + "</text>\n";
+  }
+  axis += "<text x=\"14\" y=\"" + fmt("%.0f", top + plot_h / 2) + "\" transform=\"rotate(-90 14 " +
+          fmt("%.0f", top + plot_h / 2) + ")\" text-anchor=\"middle\">" + unit.name + "</text>\n";
+  const double height = top + plot_h + bottom;
+  return "<svg class=\"chart memory\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" + fmt("%.0f", width) +
+         "\" height=\"" + fmt("%.0f", height) + "\" viewBox=\"0 0 " + fmt("%.0f", width) + " " + fmt("%.0f", height) +
+         "\">\n" + axis + bars + labels + "</svg>\n";
+}
+
+std::string loss_chart(std::span<const RunMetrics> runs) {
+  constexpr double left = 64, top = 16, plot_w = 760, plot_h = 260, bottom = 40;
+  double lo = INFINITY, hi = -INFINITY;
+  std::int64_t last = 1;
+  for (const RunMetrics& m : runs)
+    for (const StepRecord& s : m.steps)
+      if (std::isfinite(s.loss)) {
+        lo = std::min(lo, s.loss);
+        hi = std::max(hi, s.loss);
+        last = std::max(last, s.step);
+      }
+  if (!std::isfinite(lo)) lo = 0, hi = 1;
+  if (hi - lo < 1e-6) lo -= 0.5, hi += 0.5;
+  const double pad = (hi - lo) * 0.05;
+  lo -= pad, hi += pad;
+  auto xs = [&](double step) { return left + plot_w * step / double(last); };
+  auto ys = [&](double loss) { return top + plot_h - plot_h * (loss - lo) / (hi - lo); };
+  std::string s = "<svg class=\"chart loss\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
+                  fmt("%.0f", left + plot_w + 24) + "\" height=\"" + fmt("%.0f", top + plot_h + bottom) + "\">\n";
+  const double ystep = nice_step(hi - lo, 5);
+  for (double v = std::ceil(lo / ystep) * ystep; v <= hi; v += ystep)
+    s += "<line x1=\"" + fmt("%.0f", left) + "\" x2=\"" + fmt("%.0f", left + plot_w) + "\" y1=\"" + fmt("%.1f", ys(v)) +
+         "\" y2=\"" + fmt("%.1f", ys(v)) + "\" stroke=\"#ddd\"/><text x=\"" + fmt("%.0f", left - 6) + "\" y=\"" +
+         fmt("%.1f", ys(v) + 4) + "\" text-anchor=\"end\">" + fmt(ystep < 0.1 ? "%.3f" : "%.2f", v) + "</text>\n";
+  const double xstep = std::max(1.0, nice_step(double(last), 8));
+  for (double v = 0; v <= double(last); v += xstep)
+    s += "<text x=\"" + fmt("%.1f", xs(v)) + "\" y=\"" + fmt("%.0f", top + plot_h + 16) +
+         "\" text-anchor=\"middle\">" + fmt("%.0f", v) + "</text>\n";
+  s += "<text x=\"" + fmt("%.0f", left + plot_w / 2) + "\" y=\"" + fmt("%.0f", top + plot_h + 34) +
+       "\" text-anchor=\"middle\">step</text>\n";
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    std::string points;
+    for (const StepRecord& st : runs[i].steps)
+      if (std::isfinite(st.loss)) points += fmt("%.1f", xs(double(st.step))) + "," + fmt("%.1f", ys(st.loss)) + " ";
+    const std::string colour(line_colours[i % std::size(line_colours)]);
+    s += "<polyline class=\"loss-line\" data-run=\"" + std::to_string(i) + "\" fill=\"none\" stroke=\"" + colour +
+         "\" stroke-width=\"2.5\" points=\"" + points + "\"><title>" + html_escape(runs[i].label) +
+         "</title></polyline>\n";
+    if (runs[i].steps.size() == 1)  // a single point: a dot
+      s += "<circle cx=\"" + fmt("%.1f", xs(double(runs[i].steps[0].step))) + "\" cy=\"" +
+           fmt("%.1f", ys(runs[i].steps[0].loss)) + "\" r=\"4\" fill=\"" + colour + "\"/>\n";
+  }
+  return s + "</svg>\n";
+}
+
+std::string gib(double bytes) { return fmt("%.3f", bytes / double(1ll << 30)); }
+
+std::string table(std::span<const RunMetrics> runs) {
+  std::string s =
+      "<table class=\"runs\">\n<thead><tr><th>Run</th><th>Model</th><th>Sharding</th><th>Precision</th>"
+      "<th>Optimizer</th><th>Checkpointing</th><th>Offload</th><th>Adapter</th><th>Ranks</th><th>Batch × accum</th>"
+      "<th>Params</th><th>Grads</th><th>Optim</th><th>Acts</th><th>Host</th><th>Peak (GiB)</th><th>ms/step</th>"
+      "<th>tokens/s</th><th>MFU</th><th>Final loss</th></tr></thead>\n<tbody>\n";
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const RunMetrics& m = runs[i];
+    std::int64_t params = 0, grads = 0, optim = 0, acts = 0, host = 0;
+    for (const MemoryRecord& r : m.memory) {
+      params = std::max(params, r.params);
+      grads = std::max(grads, r.grads);
+      optim = std::max(optim, r.optim);
+      acts = std::max(acts, r.acts);
+      host = std::max(host, r.params_cpu + r.grads_cpu + r.optim_cpu);
+    }
+    const std::string colour(line_colours[i % std::size(line_colours)]);
+    auto td = [](const std::string& v) { return "<td>" + html_escape(v) + "</td>"; };
+    s += "<tr><td><span class=\"swatch\" style=\"background:" + colour + "\"></span>" + html_escape(m.label) + "</td>";
+    s += td(run_text(m, "family") + " " + run_text(m, "model")) + td(run_text(m, "sharding")) +
+         td(run_text(m, "precision")) + td(run_text(m, "optimizer")) + td(run_text(m, "checkpointing")) +
+         td(run_text(m, "offload")) + td(run_text(m, "adapter")) + td(std::to_string(m.world_size())) +
+         td(run_text(m, "batch_size") + " × " + run_text(m, "accumulate_grad_batches"));
+    for (std::int64_t b : {params, grads, optim, acts, host}) s += td(gib(double(b)));
+    s += td(gib(m.done.value("peak", 0.0))) + td(fmt("%.1f", m.mean_step_ms())) +
+         td(m.done.contains("tokens_per_s") ? fmt("%.0f", m.done["tokens_per_s"].get<double>()) : "-") +
+         td(m.mean_mfu() > 0 ? fmt("%.2f%%", 100 * m.mean_mfu()) : "-") +
+         td(m.steps.empty() ? "-" : fmt("%.4f", m.steps.back().loss)) + "</tr>\n";
+  }
+  return s + "</tbody></table>\n";
+}
+
+}  // namespace
+
+std::string html_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::int64_t RunMetrics::world_size() const {
+  if (done.contains("world_size") && done["world_size"].is_number_integer())
+    return std::max<std::int64_t>(1, done["world_size"].get<std::int64_t>());
+  std::int64_t ranks = 1;
+  for (const MemoryRecord& r : memory) ranks = std::max(ranks, r.rank + 1);
+  return ranks;
+}
+
+std::int64_t RunMetrics::memory_step() const {
+  std::int64_t last = -1;
+  for (const MemoryRecord& r : memory) {
+    if (r.step == 1) return 1;
+    last = std::max(last, r.step);
+  }
+  return last;
+}
+
+const MemoryRecord* RunMetrics::bar(std::int64_t rank, std::string_view phase) const {
+  const std::int64_t step = memory_step();
+  const MemoryRecord* best = nullptr;
+  for (const MemoryRecord& r : memory)
+    if (r.step == step && r.rank == rank && r.phase == phase && (!best || r.allocated > best->allocated)) best = &r;
+  return best;
+}
+
+double RunMetrics::mean_step_ms() const {
+  double sum = 0;
+  std::size_t n = 0;
+  for (const StepRecord& s : steps)
+    if (s.step > 0 || steps.size() == 1) sum += s.step_ms, ++n;
+  return n ? sum / double(n) : 0.0;
+}
+
+double RunMetrics::mean_mfu() const {
+  if (done.contains("mfu") && done["mfu"].is_number()) return done["mfu"].get<double>();
+  double sum = 0;
+  std::size_t n = 0;
+  for (const StepRecord& s : steps)
+    if (s.mfu > 0 && (s.step > 0 || steps.size() == 1)) sum += s.mfu, ++n;
+  return n ? sum / double(n) : 0.0;
+}
+
+RunMetrics read_metrics(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path.string() + ": cannot be read (" + (std::filesystem::exists(path) ? "permission denied" : "no such file") +
+                       "); give the metrics=FILE of a finished run");
+  RunMetrics m;
+  m.label = path.filename().string();
+  if (m.label.size() > 6 && m.label.ends_with(".jsonl")) m.label.resize(m.label.size() - 6);
+  m.run = nlohmann::json::object();
+  std::size_t line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    const std::string where = path.string() + ":" + std::to_string(line_no);
+    if (line.empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error&) {
+      throw FormatError(where + ": not a JSON record; a tessera metrics file has one JSON object a line (write one "
+                        "with metrics=FILE)");
+    }
+    if (!j.is_object() || !j.contains("event") || !j["event"].is_string())
+      throw FormatError(where + ": a record without an \"event\"; this is not a tessera metrics file (write one with "
+                        "metrics=FILE)");
+    const std::string event = j["event"].get<std::string>();
+    if (event == "run") {
+      m.run = j;
+    } else if (event == "memory") {
+      MemoryRecord r;
+      r.step = integer(j, "step", where);
+      r.micro = integer(j, "micro", where);
+      r.rank = integer(j, "rank", where);
+      const nlohmann::json& phase = field(j, "phase", where);
+      if (!phase.is_string() ||
+          std::find(std::begin(phase_labels), std::end(phase_labels), phase.get<std::string>()) == std::end(phase_labels))
+        throw FormatError(where + ": \"phase\" is " + phase.dump() + "; a phase is before_fwd, after_fwd, after_bwd "
+                          "or after_opt");
+      r.phase = phase.get<std::string>();
+      r.params = integer(j, "params", where);
+      r.grads = integer(j, "grads", where);
+      r.optim = integer(j, "optim", where);
+      r.acts = integer(j, "acts", where);
+      r.params_cpu = j.value("params_cpu", std::int64_t{0});
+      r.grads_cpu = j.value("grads_cpu", std::int64_t{0});
+      r.optim_cpu = j.value("optim_cpu", std::int64_t{0});
+      r.allocated = integer(j, "allocated", where);
+      r.peak = integer(j, "peak", where);
+      r.reserved = integer(j, "reserved", where);
+      if (r.rank < 0 || r.step < 0)
+        throw FormatError(where + ": a negative step or rank; this is not a tessera metrics file");
+      m.memory.push_back(std::move(r));
+    } else if (event == "step") {
+      StepRecord s;
+      s.step = integer(j, "step", where);
+      s.loss = field(j, "loss", where).is_null() ? NAN : number(j, "loss", where);
+      s.step_ms = number(j, "step_ms", where);
+      s.tokens = integer(j, "tokens", where);
+      s.mfu = j.contains("mfu") ? number(j, "mfu", where) : 0.0;
+      s.skipped = j.value("skipped", false);
+      m.steps.push_back(s);
+    } else if (event == "done") {
+      integer(j, "peak", where);
+      number(j, "train_s", where);
+      m.done = j;
+    }  // other events: later versions' records, skipped
+  }
+  if (m.done.is_null())
+    throw FormatError(path.string() + ": no \"done\" record, so the run did not finish (a run still going, or one that "
+                      "failed, has no metrics file); give the metrics=FILE of a finished run");
+  return m;
+}
+
+std::string html_report(std::span<const RunMetrics> runs, std::string_view title) {
+  if (runs.empty()) throw Error("tessera-report: no runs to report; give one or more metrics files");
+  std::string legend;
+  for (const Segment& s : segments)
+    legend += "<span class=\"key\"><span class=\"swatch\" style=\"background:" + std::string(s.colour) + "\"></span>" +
+              std::string(s.label) + "</span>";
+  legend += "<span class=\"key\"><span class=\"peak-key\"></span>measured peak</span>";
+  std::string loss_legend;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    loss_legend += "<span class=\"key\"><span class=\"swatch\" style=\"background:" +
+                   std::string(line_colours[i % std::size(line_colours)]) + "\"></span>" + html_escape(runs[i].label) +
+                   "</span>";
+  std::set<std::int64_t> steps_shown;
+  for (const RunMetrics& m : runs) steps_shown.insert(m.memory_step());
+  std::string step_note = steps_shown.size() == 1 && *steps_shown.begin() >= 0
+                              ? "at step " + std::to_string(*steps_shown.begin())
+                              : "at step 1, or the last step recorded";
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + html_escape(title) +
+         "</title>\n<style>\n"
+         "body{font-family:'DejaVu Sans',Helvetica,Arial,sans-serif;margin:24px;color:#222;background:#fff}\n"
+         "h1{font-size:22px}h2{font-size:17px;margin-top:28px}\n"
+         "svg text{font-size:12px;fill:#222}svg .peak-label{font-size:11px}svg .figures{font-size:11px;fill:#444}\n"
+         ".key{display:inline-block;margin-right:16px;font-size:13px}\n"
+         ".swatch{display:inline-block;width:12px;height:12px;margin-right:5px;vertical-align:-1px}\n"
+         ".peak-key{display:inline-block;width:16px;border-top:2px solid #000;margin-right:5px;vertical-align:3px}\n"
+         "table{border-collapse:collapse;font-size:12px;margin-top:8px}\n"
+         "th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f3f3f3}\n"
+         "td:nth-child(-n+8),th:nth-child(-n+8){text-align:left}\n"
+         "</style></head>\n<body>\n<h1>" +
+         html_escape(title) + "</h1>\n<p>" + std::to_string(runs.size()) +
+         " run(s). Memory per phase " + step_note +
+         " (one bar per phase: before forward, after forward, after backward, after the optimizer step; per rank in "
+         "jobs of several). Activations are the allocator's figure less the parameters, gradients and optimizer "
+         "state.</p>\n<h2>Memory by phase</h2>\n<div class=\"legend\">" +
+         legend + "</div>\n" + memory_chart(runs) + "<h2>Loss</h2>\n<div class=\"legend\">" + loss_legend + "</div>\n" +
+         loss_chart(runs) + "<h2>Runs</h2>\n" + table(runs) +
+         "<p>Memory figures in GiB: the highest over phases and ranks; peak: the allocator's high-water mark over "
+         "the run (highest rank); ms/step and MFU: the mean over the steps after the first.</p>\n</body></html>\n";
+}
+
+}  // namespace tessera::report

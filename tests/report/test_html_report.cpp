@@ -1,0 +1,113 @@
+// tests for report/html_report.hpp: reading metrics files back and the page's bars, lines and table.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tessera/core/error.hpp"
+#include "tessera/report/html_report.hpp"
+
+using namespace tessera;
+using report::read_metrics;
+
+namespace {
+
+std::filesystem::path write_file(const std::string& name, const std::string& text) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tessera-report-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / name) << text;
+  return dir / name;
+}
+
+std::string memory_line(int step, int rank, const char* phase, long params, long grads, long optim, long acts) {
+  const long allocated = params + grads + optim + acts;
+  return R"({"event":"memory","step":)" + std::to_string(step) + R"(,"micro":0,"rank":)" + std::to_string(rank) +
+         R"(,"phase":")" + phase + R"(","params":)" + std::to_string(params) + R"(,"grads":)" + std::to_string(grads) +
+         R"(,"optim":)" + std::to_string(optim) + R"(,"acts":)" + std::to_string(acts) +
+         R"(,"params_cpu":0,"grads_cpu":0,"optim_cpu":0,"allocated":)" + std::to_string(allocated) +
+         R"(,"peak":)" + std::to_string(allocated + 5) + R"(,"reserved":)" + std::to_string(allocated) + "}\n";
+}
+
+// A two-rank run with steps 0..2 and memory at steps 0 and 1.
+std::string two_rank_run() {
+  std::string s = R"({"event":"run","family":"llama","model":"tiny","sharding":"full_shard","precision":"32-true","optimizer":"adamw","checkpointing":"none","offload":"none","adapter":"none","world_size":2,"device":"cpu","batch_size":2,"accumulate_grad_batches":1})"
+                  "\n";
+  for (int step : {0, 1})
+    for (int rank : {0, 1}) {
+      s += memory_line(step, rank, "before_fwd", 100, 0, step ? 200 : 0, 10);
+      s += memory_line(step, rank, "after_fwd", 100, 0, step ? 200 : 0, 300 + rank);
+      s += memory_line(step, rank, "after_bwd", 100, 100, step ? 200 : 0, 10);
+      s += memory_line(step, rank, "after_opt", 100, 0, 200, 0);
+    }
+  for (int step : {0, 1, 2})
+    s += R"({"event":"step","step":)" + std::to_string(step) + R"(,"loss":)" + std::to_string(3.0 - step * 0.5) +
+         R"(,"lr":0.001,"tokens":128,"step_ms":)" + std::to_string(step ? 10.0 : 50.0) + "}\n";
+  s += R"({"event":"done","train_s":0.07,"peak":700,"steps":3,"world_size":2,"tokens_per_s":1800.0})"
+       "\n";
+  return s;
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("read_metrics reads every record kind back", "[report]") {
+  const report::RunMetrics m = read_metrics(write_file("fsdp.jsonl", two_rank_run()));
+  CHECK(m.label == "fsdp");
+  CHECK(m.run["sharding"] == "full_shard");
+  CHECK(m.memory.size() == 16);
+  CHECK(m.steps.size() == 3);
+  CHECK(m.world_size() == 2);
+  CHECK(m.memory_step() == 1);
+  REQUIRE(m.bar(1, "after_fwd") != nullptr);
+  CHECK(m.bar(1, "after_fwd")->acts == 301);
+  CHECK(m.bar(1, "after_fwd")->step == 1);
+  CHECK(m.bar(2, "after_fwd") == nullptr);
+  CHECK(m.mean_step_ms() == Approx(10.0));  // the first step (50 ms of warm-up) is left out
+  CHECK(m.mean_mfu() == 0.0);
+}
+
+TEST_CASE("the page draws a stacked bar per rank and phase, a peak per run, a loss line per run", "[report]") {
+  const report::RunMetrics a = read_metrics(write_file("fsdp.jsonl", two_rank_run()));
+  report::RunMetrics b = a;
+  b.label = "second <run>";
+  const std::vector<report::RunMetrics> runs{a, b};
+  const std::string page = report::html_report(runs, "t & t");
+  // Per run: 2 ranks x 4 phases; params in every bar, optimizer state in all four (step 1), grads only after
+  // backward, activations wherever they are non-zero (every phase but after_opt).
+  CHECK(count(page, "class=\"seg params\"") == 2 * 2 * 4);
+  CHECK(count(page, "class=\"seg optim\"") == 2 * 2 * 4);
+  CHECK(count(page, "class=\"seg grads\"") == 2 * 2 * 1);
+  CHECK(count(page, "class=\"seg acts\"") == 2 * 2 * 3);
+  CHECK(count(page, "class=\"seg host\"") == 0);
+  CHECK(count(page, "class=\"peak\"") == 2);
+  CHECK(count(page, "class=\"loss-line\"") == 2);
+  CHECK(count(page, "<tr><td>") == 2);
+  CHECK(page.find("data-bytes=\"301\"") != std::string::npos);  // rank 1's activations after forward
+  CHECK(page.find("second &lt;run&gt;") != std::string::npos);  // labels are escaped
+  CHECK(page.find("second <run>") == std::string::npos);
+  CHECK(page.find("<title>t &amp; t</title>") != std::string::npos);
+  CHECK(page.find("<script") == std::string::npos);  // self-contained and static
+}
+
+TEST_CASE("read_metrics refuses what is not a finished run's metrics file", "[report]") {
+  CHECK_THROWS_WITH(read_metrics("/nonexistent/m.jsonl"), Catch::Contains("/nonexistent/m.jsonl: cannot be read"));
+  CHECK_THROWS_WITH(read_metrics(write_file("bad.jsonl", "{\"event\":\"run\"}\n{oops\n")),
+                    Catch::Contains("bad.jsonl:2: not a JSON record"));
+  CHECK_THROWS_WITH(read_metrics(write_file("noevent.jsonl", "[1,2]\n")),
+                    Catch::Contains("noevent.jsonl:1: a record without an \"event\""));
+  CHECK_THROWS_WITH(read_metrics(write_file("nodone.jsonl", "{\"event\":\"run\"}\n")),
+                    Catch::Contains("nodone.jsonl: no \"done\" record"));
+  CHECK_THROWS_WITH(read_metrics(write_file("field.jsonl", "{\"event\":\"step\",\"step\":0,\"loss\":1.0,\"tokens\":4}\n")),
+                    Catch::Contains("field.jsonl:1: the record has no \"step_ms\""));
+  CHECK_THROWS_WITH(read_metrics(write_file("type.jsonl", "{\"event\":\"done\",\"peak\":\"big\",\"train_s\":1}\n")),
+                    Catch::Contains("type.jsonl:1: \"peak\" is \"big\", not an integer"));
+  CHECK_THROWS_AS(report::html_report({}, "none"), Error);
+}
