@@ -3,8 +3,10 @@
 //   int main(int argc, char** argv) { return tessera::main<MyExperiment>(argc, argv); }
 // Arguments are key=value run-config overrides (--help lists them), and the seeds' keys for what the binary
 // fixes (precision=, optim=, act_ckpt=, strategy=, devices=, ...: engine/seed_keys.hpp), which must match it.
+// --dry-run prints the predicted memory per phase and FITS / DOES NOT FIT for device_memory= (predict/dry_run.hpp)
+// instead of training, for devices= ranks; a run (predict=true) prints the prediction against the measured peak.
 // MainOptions give a binary its own defaults and banner (a catalogue entry: catalogue/main.hpp). Exit codes:
-// 0 success, 1 a failed run (bad file, runtime error), 2 a bad configuration.
+// 0 success, 1 a failed run (bad file, runtime error), 2 a bad configuration, 3 --dry-run predicts it does not fit.
 // Under mpirun/srun the program is one rank of a job (a JobScope starts MPI). A rank that fails prints its
 // error once and ends the whole job with that exit code (MPI_Abort), so no rank is left waiting in a
 // collective. When every rank fails alike (a bad setting), rank 0 speaks for them: the others hold back for
@@ -28,6 +30,8 @@
 #include "tessera/engine/job.hpp"
 #include "tessera/engine/seed_keys.hpp"
 #include "tessera/engine/trainer.hpp"
+#include "tessera/predict/dry_run.hpp"
+#include "tessera/report/mfu.hpp"
 
 namespace tessera {
 
@@ -66,6 +70,56 @@ std::string family_help() {
   return "\nmodel family: " + std::string(Model::name) + "\nmodel presets: " + names + "\n";
 }
 
+// devices= under --dry-run: the number of ranks to predict for.
+inline int dry_run_ranks(std::string_view value) {
+  int n = 0;
+  for (const char c : value) {
+    if (c < '0' || c > '9' || n > 1'000'000) n = -1;
+    if (n < 0) break;
+    n = n * 10 + (c - '0');
+  }
+  if (value.empty() || n < 1)
+    throw ConfigError("devices=" + std::string(value) + ": --dry-run predicts for this many ranks; give a whole number "
+                      ">= 1, e.g. devices=4");
+  return n;
+}
+
+// The metrics file's "prediction" record: rank 0's predicted bytes per phase (step 1), the peak, the collectives.
+inline nlohmann::json prediction_record(const predict::Prediction& p) {
+  nlohmann::json phases = nlohmann::json::array();
+  for (const memory::MemorySnapshot& s : p.phases)
+    phases.push_back({{"phase", memory::phase_label(s.phase)}, {"params", s.owned.params}, {"grads", s.owned.grads},
+                      {"optim", s.owned.optim}, {"optim_cpu", s.owned.optim_cpu}, {"params_cpu", s.owned.params_cpu},
+                      {"grads_cpu", s.owned.grads_cpu}, {"acts", s.acts}, {"allocated", p.device_allocated(s)}});
+  return {{"event", "prediction"},   {"world_size", p.world_size},       {"peak", p.device_peak()},
+          {"host", p.host},          {"phases", phases},                 {"all_reduce", p.comm.all_reduce},
+          {"all_gather", p.comm.all_gather}, {"reduce_scatter", p.comm.reduce_scatter},
+          {"step_flops", p.step_flops}};
+}
+
+// --dry-run: prints the prediction and the verdict on rank 0. Exit code 0 when it fits, 3 when it does not.
+template <class Exp>
+int dry_run_main(const RunConfig& cfg, int ranks, bool root) {
+  const c10::DeviceType target = predict::target_of(cfg);
+  const std::optional<std::int64_t> limit = predict::device_memory_bytes(cfg, target);
+  if (!limit)
+    throw ConfigError("device_memory=: this process sees no CUDA device to read the memory of; give the target's, "
+                      "e.g. device_memory=80GiB");
+  const predict::Prediction p = predict::dry_run<Trainer<Exp>>(cfg, ranks);
+  const double peak_flops = cfg.peak_tflops > 0 ? cfg.peak_tflops * 1e12
+                            : target == c10::DeviceType::CUDA
+                                ? device_peak_flops(c10::Device(c10::DeviceType::CUDA, 0),
+                                                    Exp::precision::compute_dtype)
+                                      .value_or(0.0)
+                                : 0.0;
+  const predict::Verdict v = predict::judge(p, *limit);
+  if (root) {
+    std::fputs(predict::format_prediction(p, cfg, peak_flops).c_str(), stdout);
+    std::printf("[predict] %s\n", v.text.c_str());
+  }
+  return v.fits ? 0 : 3;
+}
+
 // What a binary adds to tessera::main: defaults over RunConfig's, a banner printed first, and --list.
 struct MainOptions {
   std::vector<std::string> default_args;  // key=value, applied before the command line's
@@ -101,12 +155,33 @@ int main(int argc, char** argv, const MainOptions& options = {}) {
                   seed_keys.c_str(), family_help<typename Exp::model>().c_str());
       return 0;
     }
-    const SeedArgs seed_args = split_seed_args(args, choices);
-    check_seed_args(seed_args, choices);
+    // --dry-run: the prediction alone, for the job size given by devices= (else the job's own).
+    std::vector<std::string_view> rest_args;
+    bool dry = false;
+    int ranks = job::place().size;
+    for (const std::string_view a : args) {
+      if (a == "--dry-run") dry = true;
+      else rest_args.push_back(a);
+    }
+    for (const std::string_view a : rest_args)
+      if (dry && a.starts_with("devices=")) ranks = dry_run_ranks(a.substr(8));
+    const std::vector<SeedChoice> run_choices = dry ? seed_choices<Exp>(ranks) : choices;
+    const SeedArgs seed_args = split_seed_args(rest_args, run_choices);
+    check_seed_args(seed_args, run_choices);
     const RunConfig cfg = parse_run_config(seed_args.rest, defaults);
     if (root && !options.banner.empty()) std::printf("%s\n", options.banner.c_str());
+    if (dry) return dry_run_main<Exp>(cfg, ranks, root);
+    std::optional<predict::Prediction> predicted;
+    if (cfg.predict) {
+      try {
+        predicted = predict::dry_run<Trainer<Exp>>(cfg, job::place().size, job::place().local_size);
+      } catch (const std::exception& e) {  // the run itself does not depend on it
+        if (root) std::fprintf(stderr, "[predict] no prediction for this run: %s\n", e.what());
+      }
+    }
     Trainer<Exp> trainer(cfg);
-    trainer.run();
+    if (predicted) trainer.record_prediction(prediction_record(*predicted));
+    trainer.run(predicted ? std::optional<std::int64_t>(predicted->device_peak()) : std::nullopt);
     return 0;
   });
 }

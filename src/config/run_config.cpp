@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -157,6 +158,30 @@ void check_upper_bounds(Problems& p, const RunConfig& cfg) {
 
 }  // namespace
 
+std::optional<std::int64_t> parse_bytes(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  if (i == 0) return std::nullopt;
+  double value = 0;
+  try {
+    std::size_t used = 0;
+    value = std::stod(std::string(text.substr(0, i)), &used);
+    if (used != i) return std::nullopt;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  constexpr std::pair<std::string_view, double> units[] = {
+      {"B", 1.0},          {"KB", 1e3},          {"MB", 1e6},          {"GB", 1e9},          {"TB", 1e12},
+      {"KiB", 1024.0},     {"MiB", 1048576.0},   {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  for (const auto& [name, scale] : units)
+    if (text.substr(i) == name) {
+      const double bytes = value * scale;
+      if (!(bytes >= 1 && bytes < 9e18)) return std::nullopt;
+      return static_cast<std::int64_t>(bytes);
+    }
+  return std::nullopt;
+}
+
 void validate(const RunConfig& cfg) {
   Problems p(cfg);
   p.require(std::isfinite(cfg.lr) && cfg.lr > 0, "lr", "must be a finite number > 0, e.g. lr=3e-4");
@@ -207,6 +232,14 @@ void validate(const RunConfig& cfg) {
   p.require(cfg.log_every >= 1, "log_every", "must be >= 1 (print a step line every N steps)");
   p.require(std::isfinite(cfg.peak_tflops) && cfg.peak_tflops >= 0 && cfg.peak_tflops <= 1e6, "peak_tflops",
             "must be a finite number from 0 (the device's own peak, when tessera knows it) to 1,000,000");
+  p.require(cfg.device_memory.empty() || parse_bytes(cfg.device_memory), "device_memory",
+            "must be a size with a unit, e.g. device_memory=80GiB or 40GB (empty = this machine's device)");
+  p.require(cfg.max_memory.empty() || parse_bytes(cfg.max_memory), "max_memory",
+            "must be a size with a unit, e.g. max_memory=2GiB (empty = no limit)");
+  p.require(cfg.predict_mfu > 0 && cfg.predict_mfu <= 1, "predict_mfu",
+            "must be in (0, 1], e.g. predict_mfu=0.4");
+  p.require(std::isfinite(cfg.link_gb_s) && cfg.link_gb_s > 0 && cfg.link_gb_s <= 1e6, "link_gb_s",
+            "must be a finite number of GB/s > 0, e.g. link_gb_s=450 for NVLink");
   p.require(cfg.memory_every >= 1, "memory_every",
             "must be >= 1 (memory snapshots at steps 0, 1 and every N)");
   p.require(!cfg.model_dir.empty() || !cfg.model.empty(), "model",

@@ -5,12 +5,13 @@
 #include <torch/cuda.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/engine/runtime.hpp"
 
 namespace tessera {
 namespace {
 
 at::TensorOptions host(c10::ScalarType dtype, c10::Device device) {
-  return at::TensorOptions().dtype(dtype).device(at::kCPU).pinned_memory(device.is_cuda());
+  return at::TensorOptions().dtype(dtype).device(host_of(device)).pinned_memory(device.is_cuda());
 }
 
 std::int64_t sum_bytes(const std::vector<at::Tensor>& ts) {
@@ -28,7 +29,7 @@ CpuOffload::CpuOffload(const std::vector<at::Tensor>& slices, bool slices_are_ma
   at::NoGradGuard no_grad;
   for (const at::Tensor& s : slices) {
     if (slices_are_master) {
-      if (!s.device().is_cpu() || s.scalar_type() != at::kFloat)
+      if (s.device() != host_of(device) || s.scalar_type() != at::kFloat)
         throw Error("CpuOffload: parameter offload needs fp32 CPU shards, got " + std::string(c10::toString(s.scalar_type())) +
                     " on " + s.device().str());
       masters_.push_back(s);
@@ -36,7 +37,7 @@ CpuOffload::CpuOffload(const std::vector<at::Tensor>& slices, bool slices_are_ma
     } else {
       masters_.push_back(at::empty(s.sizes(), host(at::kFloat, device)).copy_(s));
       // The fused CPU step writes the device dtype here in the same pass; a same-dtype CPU slice needs none.
-      staging_.push_back(device.is_cpu() && s.scalar_type() == at::kFloat ? at::Tensor()
+      staging_.push_back((device.is_cpu() || device.is_meta()) && s.scalar_type() == at::kFloat ? at::Tensor()
                                                                           : at::empty(s.sizes(), host(s.scalar_type(), device)));
     }
     grads_.push_back(at::empty(s.sizes(), host(grad_dtype, device)));

@@ -1,9 +1,14 @@
 // implements: engine/job.hpp, over tessera::dist::World when tessera is built with MPI.
 #include "tessera/engine/job.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <string>
 
+#include "tessera/core/error.hpp"
+#include "tessera/dist/shape_communicator.hpp"
 #include "tessera/dist/self_communicator.hpp"
 
 #ifdef TESSERA_WITH_MPI
@@ -21,6 +26,14 @@ namespace {
 
 int solo_depth = 0;  // live SoloScopes
 
+// The live DryRunScope's rank, job and target.
+struct DryRun {
+  JobPlace place;
+  c10::DeviceType target;
+  std::shared_ptr<dist::CollectiveBytes> bytes;
+};
+std::optional<DryRun> dry_run;
+
 #ifdef TESSERA_WITH_MPI
 dist::World* live_world() { return solo_depth > 0 ? nullptr : dist::World::current(); }
 #endif
@@ -28,8 +41,10 @@ dist::World* live_world() { return solo_depth > 0 ? nullptr : dist::World::curre
 }  // namespace
 
 int& solo_depth_ref() { return solo_depth; }
+std::optional<DryRun>& dry_run_ref() { return dry_run; }
 
 JobPlace place() {
+  if (dry_run) return dry_run->place;
 #ifdef TESSERA_WITH_MPI
   if (const dist::World* w = live_world())
     return JobPlace{w->rank(), w->size(), w->local_rank(), w->local_size(), w->num_nodes()};
@@ -40,6 +55,13 @@ JobPlace place() {
 UnitComms communicators(int shard_group_size, c10::Device device) {
   (void)device;
   const JobPlace p = place();
+  if (dry_run) {  // as below, with groups of simulated ranks
+    const int g = shard_group_size, group = p.rank / g, position = p.rank % g;
+    auto shape = [&](int rank, int size) {
+      return dist::AnyCommunicator::of(dist::ShapeCommunicator(rank, size, dry_run->bytes));
+    };
+    return UnitComms{shape(p.rank, p.size), shape(position, g), shape(group, p.size / g)};
+  }
   if (p.size == 1) {
     const auto self = dist::AnyCommunicator::of(dist::SelfCommunicator{});
     return UnitComms{self, self, self};
@@ -71,6 +93,7 @@ UnitComms communicators(int shard_group_size, c10::Device device) {
 }
 
 std::vector<std::int64_t> gather_to_root(std::span<const std::int64_t> record) {
+  if (dry_run) return std::vector<std::int64_t>(record.begin(), record.end());
 #ifdef TESSERA_WITH_MPI
   if (dist::World* w = live_world(); w && w->size() > 1) return w->gather_to_root(record);
 #endif
@@ -92,6 +115,22 @@ namespace tessera {
 
 SoloScope::SoloScope() { ++job::solo_depth_ref(); }
 SoloScope::~SoloScope() { --job::solo_depth_ref(); }
+
+DryRunScope::DryRunScope(int rank, int size, int ranks_per_node, c10::DeviceType target)
+    : bytes_(std::make_shared<dist::CollectiveBytes>()) {
+  auto& dry = job::dry_run_ref();
+  if (dry) throw Error("a dry run is already in progress in this process; run one at a time");
+  if (size < 1 || rank < 0 || rank >= size || ranks_per_node < 1)
+    throw Error("a dry run needs 0 <= rank < size and ranks_per_node >= 1 (got rank " + std::to_string(rank) +
+                " of " + std::to_string(size) + ", " + std::to_string(ranks_per_node) + " per node)");
+  const int per_node = std::min(ranks_per_node, size);
+  dry = job::DryRun{JobPlace{rank, size, rank % per_node, per_node, (size + per_node - 1) / per_node}, target, bytes_};
+}
+DryRunScope::~DryRunScope() { job::dry_run_ref().reset(); }
+std::optional<c10::DeviceType> DryRunScope::active_target() {
+  const auto& dry = job::dry_run_ref();
+  return dry ? std::optional<c10::DeviceType>(dry->target) : std::nullopt;
+}
 
 bool launched_by_mpi() {
   // What mpirun/mpiexec (Open MPI, MPICH's hydra) and srun (PMI-2, PMIx) put in every rank's environment.

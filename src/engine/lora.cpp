@@ -180,6 +180,7 @@ std::vector<ParamSpec> lora_specs(std::span<const ParamSpec> base, std::span<con
 }
 
 at::Tensor lora_dropout(const at::Tensor& x, double p, std::uint64_t seed) {
+  if (x.is_meta()) return x * at::empty(x.sizes(), x.options()) * (1.0 / (1.0 - p));  // a dry run: the same buffers
   at::Generator gen = x.device().is_cpu() ? at::make_generator<at::CPUGeneratorImpl>(seed)
                                           : at::globalContext().defaultGenerator(x.device()).clone();
   gen.set_current_seed(seed);

@@ -128,6 +128,7 @@ void ParamStore::fill_units(Fill&& fill) {
 }
 
 void ParamStore::initialize(double std, std::uint64_t seed) {
+  if (device_.is_meta()) return;  // a dry run: shapes only, nothing to draw
   // Drawn in spec order, which is unit order: the same stream as one generator over all parameters.
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   fill_units([&](std::size_t i, const at::Tensor& view) {
@@ -186,6 +187,7 @@ void ParamStore::check_loadable(std::span<const ParamSpec> specs, const io::Chec
 
 void ParamStore::load(const io::CheckpointDir& dir) {
   check_loadable(specs_, dir);
+  if (device_.is_meta()) return;  // a dry run: the header is checked, no weight is read
   fill_units([&](std::size_t i, const at::Tensor& view) {
     const std::string& name = stored_name(specs_[i], dir);
     const at::Tensor loaded = tensor_from_bytes(*dir.find(name), dir.bytes(name));

@@ -8,6 +8,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/memory/counting_cpu_allocator.hpp"
+#include "tessera/memory/counting_meta_allocator.hpp"
 
 namespace tessera {
 
@@ -17,7 +18,10 @@ Runtime make_runtime(const RunConfig& cfg, const JobPlace& place) {
   rt.rank = place.rank;
   rt.world_size = place.size;
   const bool want_cuda = cfg.device.rfind("cuda", 0) == 0;
-  if (want_cuda || cfg.device == "auto") {
+  if (DryRunScope::active_target()) {  // a dry run: shapes without data (predict/dry_run.hpp)
+    memory::install_counting_meta_allocator();
+    rt.device = c10::Device(c10::DeviceType::Meta);
+  } else if (want_cuda || cfg.device == "auto") {
     if (at::hasCUDA()) {
       const auto gpus = static_cast<int>(std::max<std::size_t>(1, at::getNumGPUs()));
       rt.device = want_cuda && cfg.device.size() > 4 ? c10::Device(cfg.device)

@@ -41,7 +41,11 @@ struct UnitNode : torch::autograd::Function<UnitNode> {
 // The same memory as `t` behind a new tensor with its own version counter. Gathers write through it: the
 // autograd graph saved views of the gathered buffer at version v, and refilling the buffer with the same
 // values for backward must not look like an in-place change to autograd.
-at::Tensor write_alias(const at::Tensor& t) { return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options()); }
+// (A meta tensor has no pointer to wrap: the alias takes its storage instead.)
+at::Tensor write_alias(const at::Tensor& t) {
+  if (t.is_meta()) return at::empty({0}, t.options()).set_(t.storage(), t.storage_offset(), t.sizes(), t.strides());
+  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options());
+}
 
 std::int64_t element_bytes(c10::ScalarType t) { return static_cast<std::int64_t>(c10::elementSize(t)); }
 

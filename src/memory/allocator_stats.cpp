@@ -2,6 +2,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/memory/counting_cpu_allocator.hpp"
+#include "tessera/memory/counting_meta_allocator.hpp"
 
 #ifdef TESSERA_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -19,6 +20,7 @@ bool cuda_stats_available() {
 
 void reset_peak(c10::Device device) {
   if (device.is_cpu()) return reset_cpu_peak();
+  if (device.is_meta()) return reset_meta_peak();
 #ifdef TESSERA_WITH_CUDA
   if (device.is_cuda()) return c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
 #endif
@@ -27,6 +29,7 @@ void reset_peak(c10::Device device) {
 
 AllocatorStats allocator_stats(c10::Device device) {
   if (device.is_cpu()) return cpu_allocator_stats();
+  if (device.is_meta()) return meta_allocator_stats();
 #ifdef TESSERA_WITH_CUDA
   if (device.is_cuda()) {
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());

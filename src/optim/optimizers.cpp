@@ -47,6 +47,7 @@ void AdamW::step(State& state, at::Tensor& flat_param, const at::Tensor& flat_gr
 bool AdamW::cpu_step(State& state, at::Tensor& master, const at::Tensor& grad, const StepHyper& hyper,
                      at::Tensor* param_out) {
   state.steps += 1;
+  if (master.is_meta()) return param_out != nullptr;  // a dry run: the fused loop allocates nothing, computes nothing
   optim::CpuAdamWHyper h;
   h.lr = hyper.lr;
   h.beta1 = hyper.beta1;

@@ -99,7 +99,7 @@ void store_absmax(Nf4Tensor& q, const at::Tensor& absmax, bool double_quant) {
     q.absmax = absmax;
     return;
   }
-  q.absmax_offset = absmax.mean().item<float>();
+  q.absmax_offset = absmax.is_meta() ? 0.0f : absmax.mean().item<float>();  // a dry run: shapes only
   q.absmax_q = quantize_blockwise(absmax - q.absmax_offset, /*is_signed=*/true, 256);
 }
 
@@ -327,7 +327,7 @@ Nf4Tensor nf4_quantize_tensor_ops(const at::Tensor& weight, bool double_quant, s
   if (pad > 0) w = at::constant_pad_nd(w, {0, pad}, 0);
   const at::Tensor blocks = w.view({nblocks, block});
   const at::Tensor absmax = blocks.abs().amax({1});
-  if (!at::isfinite(absmax).all().item<bool>()) throw_non_finite(weight);
+  if (!absmax.is_meta() && !at::isfinite(absmax).all().item<bool>()) throw_non_finite(weight);
   const at::Tensor inv = absmax.clamp_min(kMinAbsmax).reciprocal();
   const at::Tensor x = blocks * inv.unsqueeze(1);
   // bucketize(right=false) = number of midpoints strictly below x, as nf4_code.

@@ -68,12 +68,21 @@ struct RunConfig {
   std::int64_t log_every = 1;
   std::int64_t memory_every = 50;
   double peak_tflops = 0.0;
+  bool predict = true;
+  std::string device_memory;
+  double predict_mfu = 0.4;
+  double link_gb_s = 100.0;
+  std::string max_memory;
 };
+
+// A byte count as the memory keys take it: a number and a unit, B, KB/MB/GB/TB (powers of 1000) or
+// KiB/MiB/GiB/TiB (powers of 1024), e.g. 80GiB, 40GB, 512MiB; nullopt when `text` is not one or not > 0.
+std::optional<std::int64_t> parse_bytes(std::string_view text);
 
 template <>
 struct config_fields<RunConfig> {
   static constexpr std::string_view title = "run config";
-  static constexpr std::array<FieldDoc, 38> docs{{
+  static constexpr std::array<FieldDoc, 43> docs{{
       {"model",
        "model preset of the experiment's model family (--help lists them, e.g. tiny); ignored when model_dir "
        "is set"},
@@ -146,6 +155,19 @@ struct config_fields<RunConfig> {
       {"peak_tflops",
        "peak TFLOP/s of one device for MFU (Llama, OPT); 0 = the GPU's from tessera's table (H100, H200, A100), "
        "none on the CPU"},
+      {"predict",
+       "true = predict the run's memory per phase before it starts (a dry run on the meta device) and print it "
+       "against the measured figures at the end, both in the metrics"},
+      {"device_memory",
+       "the memory one device has, for --dry-run's FITS / DOES NOT FIT, e.g. 80GiB or 40GB; empty = this "
+       "machine's device (a GPU's total memory, the host's RAM on the CPU)"},
+      {"predict_mfu", "the model FLOPs utilization the predicted step time assumes, in (0, 1]"},
+      {"link_gb_s",
+       "GB/s each rank sends to the next in the predicted ring collectives (NVLink 4: ~450; PCIe 4 x16: ~25; "
+       "InfiniBand NDR: ~50), > 0"},
+      {"max_memory",
+       "CPU runs: stop with a clean out-of-memory error when the counting allocator would hold more than this, "
+       "e.g. 2GiB (the breakdown, the predicted need and the cheapest changes that fit); empty = no limit"},
   }};
 };
 

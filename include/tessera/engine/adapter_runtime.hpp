@@ -24,6 +24,7 @@
 #include "tessera/engine/frozen_base.hpp"
 #include "tessera/engine/lora.hpp"
 #include "tessera/engine/param_store.hpp"
+#include "tessera/engine/runtime.hpp"
 #include "tessera/engine/save.hpp"
 #include "tessera/io/checkpoint_dir.hpp"
 #include "tessera/models/model_family.hpp"
@@ -81,7 +82,7 @@ class LoraRuntime {
     sites_ = lora_sites(specs, lora_.targets);
     constexpr bool quantizes = Adapter::quantizes_base;
     ParamStore base(specs, quantizes ? c10::ScalarType::Float : Precision::compute_dtype,
-                    quantizes ? c10::Device(c10::kCPU) : device);
+                    quantizes ? host_of(device) : device);
     if (weights)
       base.load(*weights);
     else

@@ -103,9 +103,10 @@ nlohmann::json Trainer<Exp>::run_record() const {
 }
 
 template <class Exp>
-RunSummary Trainer<Exp>::run() {
+RunSummary Trainer<Exp>::run(std::optional<std::int64_t> predicted_peak) {
   if (reporter_.prints_config()) reporter_.print(describe());
   reporter_.start(run_record());
+  if (!prediction_.is_null()) reporter_.record(prediction_);
   memory::reset_peak(runtime_.device);
   const auto start = std::chrono::steady_clock::now();
   RunSummary summary;
@@ -136,6 +137,7 @@ RunSummary Trainer<Exp>::run() {
     extra["scale_growths"] = update_.scaler().growths();
     extra["loss_scale"] = update_.scaler().scale();
   }
+  if (predicted_peak) extra["predicted_peak"] = *predicted_peak;
   reporter_.done(train_s, peak, extra);
   // Outputs take their names only now that both are complete: no run leaves one without the other.
   if (saved) naming_save_dir([&] { saved->commit(); });
@@ -151,6 +153,12 @@ RunSummary Trainer<Exp>::run() {
     done_line += line;
   }
   reporter_.print(done_line);
+  if (predicted_peak && peak > 0) {
+    std::snprintf(line, sizeof line, "[predict] peak memory: predicted %s GiB, measured %s GiB (%+.1f%%)",
+                  memory::gib(*predicted_peak).c_str(), memory::gib(peak).c_str(),
+                  100.0 * (static_cast<double>(*predicted_peak) - static_cast<double>(peak)) / static_cast<double>(peak));
+    reporter_.print(line);
+  }
   summary.train_s = train_s;
   summary.peak_bytes = peak;
   return summary;

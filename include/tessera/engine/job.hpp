@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
 
+#include "tessera/dist/shape_communicator.hpp"
 #include "tessera/engine/unit_engine.hpp"
 
 namespace tessera {
@@ -47,6 +49,25 @@ class SoloScope {
   ~SoloScope();
   SoloScope(const SoloScope&) = delete;
   SoloScope& operator=(const SoloScope&) = delete;
+};
+
+// While one exists, this process plays rank `rank` of a job of `size` ranks (`ranks_per_node` to a node) on the meta
+// device, for a dry run (predict/dry_run.hpp): place() is that rank, communicators() are ShapeCommunicators (no data
+// moves; their bytes add up in bytes()), gather_to_root() returns this rank's record alone, and make_runtime()
+// picks the meta device. `target`: the device the run is predicted for (kCPU or kCUDA), which picks the attention
+// kernels the meta kernels imitate. Not thread-safe; one at a time (Error for a second).
+class DryRunScope {
+ public:
+  DryRunScope(int rank, int size, int ranks_per_node, c10::DeviceType target);
+  ~DryRunScope();
+  DryRunScope(const DryRunScope&) = delete;
+  DryRunScope& operator=(const DryRunScope&) = delete;
+  const dist::CollectiveBytes& bytes() const { return *bytes_; }
+  // The live scope's target, or nullopt outside a dry run.
+  static std::optional<c10::DeviceType> active_target();
+
+ private:
+  std::shared_ptr<dist::CollectiveBytes> bytes_;
 };
 
 // Starts MPI for the program's lifetime when tessera has it, no World exists yet and the process was started by

@@ -26,6 +26,7 @@ inline bool any_rank(const UnitEngine& engine, bool flag) {
   if (world.size() == 1) return flag;
   const at::Tensor t = at::full({1}, flag ? 1.0 : 0.0, at::TensorOptions().dtype(at::kFloat).device(engine.plan().device));
   world.all_reduce(t, dist::ReduceOp::max);
+  if (t.is_meta()) return flag;  // a dry run: shapes only
   return t.item<float>() > 0.5f;
 }
 
@@ -67,7 +68,7 @@ class OptimizerStep {
       for (std::size_t u : units) {
         const at::Tensor g = step_grad(u);
         g.mul_(inv_scale);
-        local_finite = local_finite && at::isfinite(g).all().template item<bool>();
+        if (!g.is_meta()) local_finite = local_finite && at::isfinite(g).all().template item<bool>();
       }
       if (!scaler_.update(!any_rank(engine_, !local_finite))) return false;
     }

@@ -17,8 +17,14 @@ struct Runtime {
   std::int64_t world_size = 1;
 };
 
+// Host memory for a computation on `device` (offloaded optimizer state, CPU masters): the CPU, or the meta device
+// itself in a dry run, whose allocator counts both.
+inline c10::Device host_of(c10::Device device) {
+  return device.is_meta() ? device : c10::Device(c10::DeviceType::CPU);
+}
+
 // Resolves device=auto|cpu|cuda|cuda:N (ConfigError when CUDA is asked for and absent; auto and cuda give
-// rank k of a node the GPU local_rank mod GPUs), sets the intra-op thread count (threads=0: the node's cores
+// rank k of a node the GPU local_rank mod GPUs; the meta device inside a DryRunScope), sets the intra-op thread count (threads=0: the node's cores
 // shared among its ranks), and installs the counting CPU allocator before any tensor is made.
 Runtime make_runtime(const RunConfig& cfg, const JobPlace& place = {});
 

@@ -92,7 +92,7 @@ class Trainer {
         weights_(open_weights(cfg_, model_)),
         data_(cfg_, Model::data_spec(model_), runtime_.world_size),
         adapters_(cfg_, model_, weights_, runtime_.device),
-        store_(adapters_.store_specs(), store_dtype, offloads_parameters ? c10::Device(c10::kCPU) : runtime_.device,
+        store_(adapters_.store_specs(), store_dtype, offloads_parameters ? host_of(runtime_.device) : runtime_.device,
                ShardLayout{group_size_, place_.rank % group_size_, stage == 3},
                offloads_parameters && runtime_.device.is_cuda(), units_.size()),
         context_(Model::make_context(model_, cfg_.seq_len, Precision::compute_dtype, runtime_.device)),
@@ -193,7 +193,7 @@ class Trainer {
     r.skipped = !apply_gradients();
     // The same on every rank (the loss is the mean over ranks), so all ranks stop together. Under fp16
     // loss scaling a skipped step is the scaler's business; anything else that is not finite ends the run.
-    if (!std::isfinite(r.loss) && !r.skipped)
+    if (!std::isfinite(r.loss) && !r.skipped && !runtime_.device.is_meta())  // a dry run has no values
       throw Error("step " + std::to_string(step + 1) + ": the loss is " +
                   (std::isnan(r.loss) ? "NaN" : r.loss > 0 ? "+Inf" : "-Inf") +
                   "; training diverged (lower lr=" + detail::format_value(cfg_.lr) +
@@ -221,8 +221,11 @@ class Trainer {
     return *device_peak_;
   }
 
-  // The whole run: config table, steps, memory tables, final save, done record.
-  RunSummary run();
+  // The whole run: config table, steps, memory tables, final save, done record. predicted_peak (the dry run's,
+  // predict/dry_run.hpp): printed against the measured peak at the end and kept in the done record.
+  RunSummary run(std::optional<std::int64_t> predicted_peak = std::nullopt);
+  // Writes the prediction's record to the metrics file, after the run record (rank 0).
+  void record_prediction(nlohmann::json record) { prediction_ = std::move(record); }
   // The config table followed by the experiment (policies, model size, data) table.
   std::string describe() const;
   // The metrics file's "run" record: the model, each policy's name, the ranks and the batch shape.
@@ -298,6 +301,7 @@ class Trainer {
   double mean_over_ranks(const at::Tensor& value) const {
     dist::AnyCommunicator world = engine_.comms().world;
     if (world.size() > 1) world.all_reduce(value, dist::ReduceOp::avg);
+    if (value.is_meta()) return std::nan("");  // a dry run: shapes only
     return value.item<double>();
   }
 
@@ -358,6 +362,7 @@ class Trainer {
   OptimizerStep<Optimizer, Precision, Offload> update_;
   CallPosition position_;
   mutable std::optional<double> device_peak_;  // device_peak_flops, asked once
+  nlohmann::json prediction_;                  // record_prediction's, written at the start of run()
 };
 
 }  // namespace tessera

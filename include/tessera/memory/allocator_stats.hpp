@@ -2,6 +2,7 @@
 // defines: AllocatorStats and how to read them for a device.
 //   CUDA: the caching allocator's own counters (allocated = bytes in live tensors, reserved = bytes held
 //         from cudaMalloc including the cache, peak = max allocated since start).
+//   meta: the dry run's counting meta allocator (memory/counting_meta_allocator.hpp): bytes a real device would hold
 //   CPU:  a counting wrapper around LibTorch's CPU allocator (memory/counting_cpu_allocator.hpp); the CPU
 //         allocator caches nothing, so reserved equals allocated there.
 #include <c10/core/Device.h>

@@ -2,6 +2,7 @@
 // defines: Reporter, where a run's events go: rank 0's console (step lines, memory tables, progress bar)
 // and the JSONL metrics file.
 //   {"event":"run","family":"llama","model":"tiny","sharding":"full_shard","precision":...,"world_size":W,...}
+//   {"event":"prediction","peak":b,"phases":[...],...}     (predict=true: the dry run's figures)
 //   {"event":"step","step":N,"loss":L,"lr":x,"tokens":n,"step_ms":t}
 //   {"event":"memory","step":N,"micro":m,"phase":"after_bwd","rank":k,"params":b,...,"reserved":b}
 //   {"event":"done","train_s":s,"peak":b, ...}
@@ -35,6 +36,8 @@ class Reporter {
   // The run's first record: `experiment` (Trainer::run_record()) under "event":"run".
   void start(nlohmann::json experiment);
   void step(const StepResult& result, std::int64_t total_steps);
+  // Any other record, as is (the prediction's: predict/dry_run.hpp).
+  void record(const nlohmann::json& record) { metrics_.write(record); }
   // print_line: also print the snapshot's table line (the JSONL file gets every snapshot).
   void memory(const memory::MemorySnapshot& snapshot, bool print_line);
   // Every rank's snapshot of one point (rank 0 of a job): one record per rank in the file, and one line
