@@ -2,6 +2,7 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
 
 #include <atomic>
 #include <cstddef>
@@ -21,6 +22,12 @@ class CountingCpuAllocator final : public c10::Allocator {
   explicit CountingCpuAllocator(c10::Allocator* base) : base_(base) {}
 
   c10::DataPtr allocate(size_t bytes) override {
+    if (const std::int64_t limit = limit_.load(); limit > 0) {
+      const std::int64_t now = allocated_.load();
+      TORCH_CHECK_WITH(OutOfMemoryError, now + static_cast<std::int64_t>(bytes) <= limit,
+                       "CPU out of memory: an allocation of ", bytes, " bytes would bring this rank to ",
+                       now + static_cast<std::int64_t>(bytes), " bytes, over max_memory's ", limit);
+    }
     c10::DataPtr inner = base_->allocate(bytes + kHeaderBytes);
     auto* block = static_cast<std::byte*>(inner.get());
     new (block) Header{std::move(inner), static_cast<std::int64_t>(bytes), this};
@@ -37,6 +44,7 @@ class CountingCpuAllocator final : public c10::Allocator {
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
 
   void reset_peak() { peak_.store(allocated_.load()); }
+  void set_limit(std::int64_t bytes) { limit_.store(bytes); }
 
   AllocatorStats stats() const {
     const std::int64_t allocated = allocated_.load();
@@ -62,6 +70,7 @@ class CountingCpuAllocator final : public c10::Allocator {
   c10::Allocator* base_;
   mutable std::atomic<std::int64_t> allocated_{0};
   mutable std::atomic<std::int64_t> peak_{0};
+  std::atomic<std::int64_t> limit_{0};
 };
 
 CountingCpuAllocator* installed = nullptr;
@@ -80,6 +89,11 @@ void install_counting_cpu_allocator() {
 AllocatorStats cpu_allocator_stats() {
   install_counting_cpu_allocator();
   return installed->stats();
+}
+
+void set_cpu_limit(std::int64_t bytes) {
+  install_counting_cpu_allocator();
+  installed->set_limit(bytes);
 }
 
 void reset_cpu_peak() {

@@ -299,6 +299,8 @@ void Adam8bit::step(State& state, at::Tensor& flat_param, const at::Tensor& flat
   at::NoGradGuard no_grad;
   check_buffers(state, flat_param, flat_grad);
   state.steps += 1;
+  // A dry run (meta tensors): the CPU loop and the CUDA kernel update in place, allocating nothing.
+  if (flat_param.is_meta()) return;
   const Coeffs c = coefficients(state.steps, hyper);
   if (flat_param.is_cpu()) {
     step_cpu(state, flat_param, flat_grad, c);

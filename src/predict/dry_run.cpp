@@ -85,6 +85,18 @@ Verdict judge(const Prediction& p, std::int64_t limit) {
     const std::int64_t host = p.target == c10::DeviceType::CPU ? 0 : s.owned.cpu();
     const std::int64_t peak = s.allocator.peak - host;
     if (peak > limit) {
+      // A later step over a limit the same phase of the first step kept: the optimizer state the first optimizer
+      // step created (and keeps) is what no longer fits, as the seeds describe it.
+      if (s.step > 0 && device_classes(p, s).optim > 0)
+        for (const memory::MemorySnapshot& first : p.timeline)
+          if (first.step == 0 && first.phase == s.phase && first.micro == s.micro &&
+              first.allocator.peak - (p.target == c10::DeviceType::CPU ? 0 : first.owned.cpu()) <= limit)
+            return {false, "DOES NOT FIT: after the optimizer step of step " + std::to_string(s.step - 1) + ": its " +
+                               "optimizer state (" + gib(double(device_classes(p, s).optim)) + " GiB) stays, and " +
+                               std::string(interval(s.phase)) + " of step " + std::to_string(s.step) + " rank " +
+                               std::to_string(s.rank) + " then needs " + gib(double(peak)) + " GiB of " +
+                               gib(double(limit)) + " GiB (step 0 peaked at " + gib(double(first.allocator.peak)) +
+                               " GiB there)"};
       // The class that grew the most over the interval (the largest, when none grew) is the one to blame.
       const Classes now = device_classes(p, s);
       const Classes was = prev ? device_classes(p, *prev) : Classes{0, 0, 0, 0};

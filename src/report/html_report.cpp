@@ -90,12 +90,16 @@ double nice_step(double top, int ticks) {
 }
 
 std::string memory_chart(std::span<const RunMetrics> runs) {
-  constexpr double bar_w = 18, bar_gap = 4, rank_gap = 16, run_gap = 56, left = 64, top = 28, plot_h = 280,
-                   bottom = 86;
+  // Narrower bars when there are many, so that a dozen runs still fit a screen.
+  std::int64_t total_bars = 0;
+  for (const RunMetrics& m : runs) total_bars += 4 * m.world_size();
+  const bool many = total_bars > 32;
+  const double bar_w = many ? 11 : 18, bar_gap = many ? 2 : 4, rank_gap = many ? 10 : 16, run_gap = many ? 40 : 56;
+  constexpr double left = 64, top = 28, plot_h = 280, bottom = 100;
   // Scale: the tallest stack or peak of any run.
   double max_bytes = 1;
   for (const RunMetrics& m : runs) {
-    max_bytes = std::max(max_bytes, m.done.value("peak", 0.0));
+    max_bytes = std::max({max_bytes, m.done.value("peak", 0.0), m.done.value("predicted_peak", 0.0)});
     for (std::int64_t r = 0; r < m.world_size(); ++r)
       for (std::string_view p : phase_labels)
         if (const MemoryRecord* b = m.bar(r, p)) {
@@ -157,16 +161,24 @@ std::string memory_chart(std::span<const RunMetrics> runs) {
       bars += "<text class=\"peak-label\" x=\"" + fmt("%.1f", mid) + "\" y=\"" + fmt("%.1f", y - 5) +
               "\" text-anchor=\"middle\">peak " + fmt("%.2f", peak / unit.bytes) + "</text>\n";
     }
+    // The peak the run predicted for itself (predict=true: a dry run on the meta device), dashed.
+    if (m.done.contains("predicted_peak") && m.done["predicted_peak"].is_number()) {
+      const double predicted = m.done["predicted_peak"].get<double>();
+      const double y = y_of(predicted);
+      bars += "<line class=\"predicted\" data-run=\"" + std::to_string(i) + "\" x1=\"" + fmt("%.1f", group_start - 4) +
+              "\" x2=\"" + fmt("%.1f", group_end + 4) + "\" y1=\"" + fmt("%.1f", y) + "\" y2=\"" + fmt("%.1f", y) +
+              "\" stroke=\"#555\" stroke-width=\"2\" stroke-dasharray=\"5,3\"><title>" + html_escape(m.label) +
+              ": predicted peak " + fmt("%.3f", predicted / unit.bytes) + " " + unit.name + "</title></line>\n";
+    }
     const double base_y = top + plot_h + (ranks > 1 ? 30 : 18);
     labels += "<text class=\"run\" x=\"" + fmt("%.1f", mid) + "\" y=\"" + fmt("%.1f", base_y) +
               "\" text-anchor=\"middle\" font-weight=\"bold\">" + html_escape(m.label) + "</text>\n";
-    std::string figures = fmt("%.0f ms/step", m.mean_step_ms());
-    if (m.done.contains("tokens_per_s")) figures += fmt(" · %.0f tok/s", m.done["tokens_per_s"].get<double>());
-    labels += "<text class=\"figures\" x=\"" + fmt("%.1f", mid) + "\" y=\"" + fmt("%.1f", base_y + 16) +
-              "\" text-anchor=\"middle\">" + figures + "</text>\n";
-    if (m.mean_mfu() > 0)
-      labels += "<text class=\"figures\" x=\"" + fmt("%.1f", mid) + "\" y=\"" + fmt("%.1f", base_y + 32) +
-                "\" text-anchor=\"middle\">MFU " + fmt("%.1f%%", 100 * m.mean_mfu()) + "</text>\n";
+    std::vector<std::string> figures{fmt("%.0f ms/step", m.mean_step_ms())};
+    if (m.done.contains("tokens_per_s")) figures.push_back(fmt("%.0f tok/s", m.done["tokens_per_s"].get<double>()));
+    if (m.mean_mfu() > 0) figures.push_back("MFU " + fmt("%.1f%%", 100 * m.mean_mfu()));
+    for (std::size_t k = 0; k < figures.size(); ++k)
+      labels += "<text class=\"figures\" x=\"" + fmt("%.1f", mid) + "\" y=\"" + fmt("%.1f", base_y + 15 + 14 * double(k)) +
+                "\" text-anchor=\"middle\">" + figures[k] + "</text>\n";
     x += run_gap;
   }
   const double width = std::max(x - run_gap + 32, 480.0);
@@ -236,7 +248,8 @@ std::string table(std::span<const RunMetrics> runs) {
   std::string s =
       "<table class=\"runs\">\n<thead><tr><th>Run</th><th>Model</th><th>Sharding</th><th>Precision</th>"
       "<th>Optimizer</th><th>Checkpointing</th><th>Offload</th><th>Adapter</th><th>Ranks</th><th>Batch × accum</th>"
-      "<th>Params</th><th>Grads</th><th>Optim</th><th>Acts</th><th>Host</th><th>Peak (GiB)</th><th>ms/step</th>"
+      "<th>Params</th><th>Grads</th><th>Optim</th><th>Acts</th><th>Host</th><th>Peak (GiB)</th><th>Predicted</th>"
+      "<th>ms/step</th>"
       "<th>tokens/s</th><th>MFU</th><th>Final loss</th></tr></thead>\n<tbody>\n";
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const RunMetrics& m = runs[i];
@@ -256,7 +269,9 @@ std::string table(std::span<const RunMetrics> runs) {
          td(run_text(m, "offload")) + td(run_text(m, "adapter")) + td(std::to_string(m.world_size())) +
          td(run_text(m, "batch_size") + " × " + run_text(m, "accumulate_grad_batches"));
     for (std::int64_t b : {params, grads, optim, acts, host}) s += td(gib(double(b)));
-    s += td(gib(m.done.value("peak", 0.0))) + td(fmt("%.1f", m.mean_step_ms())) +
+    s += td(gib(m.done.value("peak", 0.0))) +
+         td(m.done.contains("predicted_peak") ? gib(m.done.value("predicted_peak", 0.0)) : "-") +
+         td(fmt("%.1f", m.mean_step_ms())) +
          td(m.done.contains("tokens_per_s") ? fmt("%.0f", m.done["tokens_per_s"].get<double>()) : "-") +
          td(m.mean_mfu() > 0 ? fmt("%.2f%%", 100 * m.mean_mfu()) : "-") +
          td(m.steps.empty() ? "-" : fmt("%.4f", m.steps.back().loss)) + "</tr>\n";
@@ -402,6 +417,7 @@ std::string html_report(std::span<const RunMetrics> runs, std::string_view title
     legend += "<span class=\"key\"><span class=\"swatch\" style=\"background:" + std::string(s.colour) + "\"></span>" +
               std::string(s.label) + "</span>";
   legend += "<span class=\"key\"><span class=\"peak-key\"></span>measured peak</span>";
+  legend += "<span class=\"key\"><span class=\"predicted-key\"></span>predicted peak</span>";
   std::string loss_legend;
   for (std::size_t i = 0; i < runs.size(); ++i)
     loss_legend += "<span class=\"key\"><span class=\"swatch\" style=\"background:" +
@@ -420,6 +436,7 @@ std::string html_report(std::span<const RunMetrics> runs, std::string_view title
          ".key{display:inline-block;margin-right:16px;font-size:13px}\n"
          ".swatch{display:inline-block;width:12px;height:12px;margin-right:5px;vertical-align:-1px}\n"
          ".peak-key{display:inline-block;width:16px;border-top:2px solid #000;margin-right:5px;vertical-align:3px}\n"
+         ".predicted-key{display:inline-block;width:16px;border-top:2px dashed #555;margin-right:5px;vertical-align:3px}\n"
          "table{border-collapse:collapse;font-size:12px;margin-top:8px}\n"
          "th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f3f3f3}\n"
          "td:nth-child(-n+8),th:nth-child(-n+8){text-align:left}\n"

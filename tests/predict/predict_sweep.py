@@ -6,8 +6,8 @@ the done record of its metrics file holds both. Fails when any prediction is off
 
 usage: predict_sweep.py EXAMPLES_DIR MPIEXEC [--tolerance 0.05] [--only SUBSTRING] [--out FILE.md]
        predict_sweep.py EXAMPLES_DIR MPIEXEC --negative
---negative: the control; the prediction of a batch-2 run is compared with the measurement of a batch-4 run, and the
-check must catch it (exit 0 only when it does).
+--negative: the control; the prediction of a run of batch 2 x 64 tokens is compared with the measurement of batch
+8 x 128, and the check must catch it (exit 0 only when it does).
 Only the standard library is needed.
 """
 import argparse
@@ -31,7 +31,9 @@ def binaries(examples):
 
 def run(examples, mpiexec, name, ranks, extra, workdir):
     metrics = os.path.join(workdir, f"{name}-{ranks}.jsonl")
-    args = [os.path.join(examples, name)] + COMMON + FAMILY_ARGS[name.split("-")[0]] + extra + [f"metrics={metrics}"]
+    overridden = {e.split("=")[0] for e in extra}
+    base = [a for a in COMMON + FAMILY_ARGS[name.split("-")[0]] if a.split("=")[0] not in overridden]
+    args = [os.path.join(examples, name)] + base + extra + [f"metrics={metrics}"]
     if "hsdp" in name and ranks == 4:
         args.append("shard_group_size=2")  # two groups of two: sharded inside, replicated across
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -55,10 +57,10 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         if a.negative:
             small = run(a.examples, a.mpiexec, "llama-fp32", 1, [], work)
-            large = run(a.examples, a.mpiexec, "llama-fp32", 1, ["batch_size=4"], work)
+            large = run(a.examples, a.mpiexec, "llama-fp32", 1, ["batch_size=8", "seq_len=128"], work)
             err = abs(small["predicted_peak"] - large["peak"]) / large["peak"]
             caught = err > a.tolerance
-            print(f"batch 2's prediction against batch 4's measurement: {100 * err:+.1f}% -> "
+            print(f"the prediction of batch 2 x 64 tokens against the measurement of batch 8 x 128: {100 * err:+.1f}% -> "
                   f"{'caught' if caught else 'NOT caught'} at {100 * a.tolerance:.0f}%")
             return 0 if caught else 1
         rows, bad = [], []

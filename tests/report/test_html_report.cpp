@@ -45,7 +45,9 @@ std::string two_rank_run() {
   for (int step : {0, 1, 2})
     s += R"({"event":"step","step":)" + std::to_string(step) + R"(,"loss":)" + std::to_string(3.0 - step * 0.5) +
          R"(,"lr":0.001,"tokens":128,"step_ms":)" + std::to_string(step ? 10.0 : 50.0) + "}\n";
-  s += R"({"event":"done","train_s":0.07,"peak":700,"steps":3,"world_size":2,"tokens_per_s":1800.0})"
+  s += R"({"event":"prediction","peak":690,"phases":[]})"
+       "\n";
+  s += R"({"event":"done","train_s":0.07,"peak":700,"predicted_peak":690,"steps":3,"world_size":2,"tokens_per_s":1800.0})"
        "\n";
   return s;
 }
@@ -88,6 +90,7 @@ TEST_CASE("the page draws a stacked bar per rank and phase, a peak per run, a lo
   CHECK(count(page, "class=\"seg acts\"") == 2 * 2 * 3);
   CHECK(count(page, "class=\"seg host\"") == 0);
   CHECK(count(page, "class=\"peak\"") == 2);
+  CHECK(count(page, "class=\"predicted\"") == 2);
   CHECK(count(page, "class=\"loss-line\"") == 2);
   CHECK(count(page, "<tr><td>") == 2);
   CHECK(page.find("data-bytes=\"301\"") != std::string::npos);  // rank 1's activations after forward

@@ -166,8 +166,9 @@ struct config_fields<RunConfig> {
        "GB/s each rank sends to the next in the predicted ring collectives (NVLink 4: ~450; PCIe 4 x16: ~25; "
        "InfiniBand NDR: ~50), > 0"},
       {"max_memory",
-       "CPU runs: stop with a clean out-of-memory error when the counting allocator would hold more than this, "
-       "e.g. 2GiB (the breakdown, the predicted need and the cheapest changes that fit); empty = no limit"},
+       "CPU runs: the memory one rank may hold, e.g. 2GiB; an allocation beyond it stops the run with the phase, "
+       "the breakdown, the predicted need and the changes that would fit (as a GPU's out-of-memory does); empty = "
+       "no limit"},
   }};
 };
 

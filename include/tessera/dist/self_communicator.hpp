@@ -8,15 +8,12 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/dist/communicator.hpp"
+#include "tessera/dist/immediate_collectives.hpp"
 
 namespace tessera::dist {
 
-class SelfCommunicator {
+class SelfCommunicator : public ImmediateCollectives<SelfCommunicator> {
  public:
-  struct Work {
-    void wait() {}
-    bool is_completed() { return true; }
-  };
 
   int rank() const { return 0; }
   int size() const { return 1; }
@@ -29,14 +26,6 @@ class SelfCommunicator {
     if (root != 0) throw Error("broadcast: root " + std::to_string(root) + " is not a rank of a group of one");
   }
   void barrier() {}
-
-  Work all_reduce_async(const at::Tensor& t, ReduceOp op) { return all_reduce(t, op), Work{}; }
-  Work all_reduce_async(std::span<const at::Tensor> ts, ReduceOp op) { return all_reduce(ts, op), Work{}; }
-  Work reduce_scatter_async(const at::Tensor& in, const at::Tensor& out, ReduceOp op) {
-    return reduce_scatter(in, out, op), Work{};
-  }
-  Work all_gather_async(const at::Tensor& in, const at::Tensor& out) { return all_gather(in, out), Work{}; }
-  Work broadcast_async(const at::Tensor& t, int root) { return broadcast(t, root), Work{}; }
 
  private:
   static void copy(const char* what, const at::Tensor& in, const at::Tensor& out) {

@@ -12,6 +12,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/dist/communicator.hpp"
+#include "tessera/dist/immediate_collectives.hpp"
 
 namespace tessera::dist {
 
@@ -25,12 +26,8 @@ struct CollectiveBytes {
   double ring = 0;
 };
 
-class ShapeCommunicator {
+class ShapeCommunicator : public ImmediateCollectives<ShapeCommunicator> {
  public:
-  struct Work {
-    void wait() {}
-    bool is_completed() { return true; }
-  };
 
   ShapeCommunicator(int rank, int size, std::shared_ptr<CollectiveBytes> bytes)
       : rank_(rank), size_(size), bytes_(std::move(bytes)) {}
@@ -52,14 +49,6 @@ class ShapeCommunicator {
   }
   void broadcast(const at::Tensor& t, int) { add(bytes_->broadcast, t.nbytes(), size_ > 1 ? 1.0 : 0.0); }
   void barrier() {}
-
-  Work all_reduce_async(const at::Tensor& t, ReduceOp op) { return all_reduce(t, op), Work{}; }
-  Work all_reduce_async(std::span<const at::Tensor> ts, ReduceOp op) { return all_reduce(ts, op), Work{}; }
-  Work reduce_scatter_async(const at::Tensor& in, const at::Tensor& out, ReduceOp op) {
-    return reduce_scatter(in, out, op), Work{};
-  }
-  Work all_gather_async(const at::Tensor& in, const at::Tensor& out) { return all_gather(in, out), Work{}; }
-  Work broadcast_async(const at::Tensor& t, int root) { return broadcast(t, root), Work{}; }
 
  private:
   double share() const { return double(size_ - 1) / double(size_); }

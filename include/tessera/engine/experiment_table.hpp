@@ -6,10 +6,13 @@
 #include <string>
 #include <string_view>
 
+#include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 
 #include "tessera/engine/seed_keys.hpp"
 #include "tessera/engine/trainer.hpp"
+#include "tessera/memory/counting_cpu_allocator.hpp"
+#include "tessera/predict/dry_run.hpp"
 
 namespace tessera {
 
@@ -103,6 +106,75 @@ nlohmann::json Trainer<Exp>::run_record() const {
 }
 
 template <class Exp>
+std::string Trainer<Exp>::out_of_memory_report(const c10::Error& e, std::optional<std::int64_t> predicted_peak) {
+  const std::int64_t limit = cfg_.max_memory.empty() ? 0 : parse_bytes(cfg_.max_memory).value_or(0);
+  std::string where = "before the forward pass of step " + std::to_string(reached_.step + 1);
+  if (reached_.phase) {
+    const std::string at = " of step " + std::to_string(reached_.step + 1) + " (micro-step " +
+                           std::to_string(reached_.micro + 1) + " of " + std::to_string(cfg_.accumulate_grad_batches) +
+                           ")";
+    switch (*reached_.phase) {
+      case memory::Phase::before_forward: where = "in the forward pass" + at; break;
+      case memory::Phase::after_forward: where = "in the backward pass" + at; break;
+      case memory::Phase::after_backward:
+        where = reached_.micro + 1 == cfg_.accumulate_grad_batches ? "in the optimizer step" + at
+                                                                   : "before the next micro-step's forward pass" + at;
+        break;
+      case memory::Phase::after_optimizer_step:
+        where = "before the forward pass of step " + std::to_string(reached_.step + 2);
+        break;
+    }
+  }
+  const memory::OwnedBytes owned = owned_bytes();
+  const std::int64_t allocated = memory::allocator_stats(runtime_.device).allocated;
+  auto gib = [](std::int64_t b) { return memory::gib(b) + " GiB"; };
+  std::string s = "out of memory on rank " + std::to_string(runtime_.rank) + " " + where + ": " +
+                  std::string(e.what_without_backtrace()) + "\n  held when it stopped: Params " + gib(owned.params + owned.params_cpu) +
+                  " | Grads " + gib(owned.grads + owned.grads_cpu) + " | Optim " + gib(owned.optim + owned.optim_cpu) +
+                  " | Acts and buffers " + gib(allocated - owned.params - owned.grads - owned.optim - owned.cpu()) +
+                  " | Allocated " + gib(allocated) + " of max_memory=" + cfg_.max_memory;
+  if (predicted_peak) s += "\n  predicted need: a peak of " + gib(*predicted_peak) + " per rank (the dry run's)";
+  // Changes this binary can make, each predicted by a dry run, cheapest first; the first of each kind that fits.
+  std::vector<std::string> fits;
+  try {
+    const int ranks = static_cast<int>(runtime_.world_size);
+    RunConfig split = cfg_;
+    split.global_batch_size = 0;
+    for (std::int64_t b = cfg_.batch_size / 2; b >= 1; b /= 2) {
+      split.batch_size = b;
+      split.accumulate_grad_batches = cfg_.accumulate_grad_batches * (cfg_.batch_size / b);
+      if (split.accumulate_grad_batches * b != cfg_.accumulate_grad_batches * cfg_.batch_size) continue;
+      const std::int64_t peak = predict::dry_run<Trainer<Exp>>(split, ranks, place_.local_size).device_peak();
+      if (peak <= limit) {
+        fits.push_back("batch_size=" + std::to_string(b) + " accumulate_grad_batches=" +
+                       std::to_string(split.accumulate_grad_batches) + " (the same rows per step, more micro-steps): " +
+                       gib(peak));
+        break;
+      }
+      if (b == 1) break;
+    }
+    if constexpr (sharding_stage<Sharding> >= 1)
+      for (int more = 2 * ranks; more <= 8 * ranks; more *= 2) {
+        const std::int64_t peak = predict::dry_run<Trainer<Exp>>(cfg_, more, place_.local_size).device_peak();
+        if (peak <= limit) {
+          fits.push_back(std::to_string(more) + " ranks (mpirun -n " + std::to_string(more) + "; " +
+                         std::string(Sharding::name) + " shards over them, the global batch grows): " + gib(peak));
+          break;
+        }
+      }
+  } catch (const std::exception& p) {
+    fits.push_back("(no prediction: " + std::string(p.what()) + ")");
+  }
+  s += "\n  changes that fit in max_memory=" + cfg_.max_memory + ", cheapest first, with their predicted peak per rank:";
+  if (fits.empty()) s += "\n    none of this binary's settings (a smaller batch, more ranks) fits";
+  for (const std::string& f : fits) s += "\n    " + f;
+  s += "\n  other policies are other binaries, each of whose --dry-run predicts it: activation checkpointing "
+       "(CheckpointEveryBlock), bf16-true, 8-bit Adam, CPU offload, LoRA or QLoRA, FullShard over more ranks";
+  (void)limit;
+  return s;
+}
+
+template <class Exp>
 RunSummary Trainer<Exp>::run(std::optional<std::int64_t> predicted_peak) {
   if (reporter_.prints_config()) reporter_.print(describe());
   reporter_.start(run_record());
@@ -111,10 +183,23 @@ RunSummary Trainer<Exp>::run(std::optional<std::int64_t> predicted_peak) {
   const auto start = std::chrono::steady_clock::now();
   RunSummary summary;
   const std::int64_t steps = total_steps();
-  for (std::int64_t s = 0; s < steps; ++s) {
-    summary.steps.push_back(train_step(s));
-    reporter_.step(summary.steps.back(), steps);
+  const std::optional<std::int64_t> limit =
+      cfg_.max_memory.empty() ? std::nullopt : parse_bytes(cfg_.max_memory);
+  if (limit && !runtime_.device.is_cpu())
+    throw ConfigError("max_memory=" + cfg_.max_memory + ": the limit is the CPU's counting allocator's, and this run "
+                      "computes on " + runtime_.device.str() + ", whose own memory is its limit; leave max_memory "
+                      "empty (device_memory= sizes --dry-run's verdict)");
+  if (limit) memory::set_cpu_limit(*limit);
+  try {
+    for (std::int64_t s = 0; s < steps; ++s) {
+      summary.steps.push_back(train_step(s));
+      reporter_.step(summary.steps.back(), steps);
+    }
+  } catch (const c10::OutOfMemoryError& e) {
+    memory::set_cpu_limit(0);
+    throw Error(out_of_memory_report(e, predicted_peak));
   }
+  memory::set_cpu_limit(0);
   const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::optional<StagedDir> saved = stage_save();
   const std::int64_t own_peak = memory::allocator_stats(runtime_.device).peak;

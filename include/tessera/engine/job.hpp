@@ -12,10 +12,13 @@
 #include <string_view>
 #include <vector>
 
-#include "tessera/dist/shape_communicator.hpp"
 #include "tessera/engine/unit_engine.hpp"
 
 namespace tessera {
+
+namespace dist {
+struct CollectiveBytes;  // dist/shape_communicator.hpp
+}
 
 struct JobPlace {
   int rank = 0;

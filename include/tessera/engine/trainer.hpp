@@ -323,8 +323,11 @@ class Trainer {
     return owned;
   }
   void probe(std::int64_t step, std::int64_t micro, memory::Phase phase) {
+    reached_ = Reached{step, micro, phase};
     if (probe_.due(step)) probe_.take(step, micro, phase, owned_bytes());
   }
+  // max_memory= ran out: what the run was doing, its memory then, the predicted need and what would fit.
+  std::string out_of_memory_report(const c10::Error& e, std::optional<std::int64_t> predicted_peak);
 
   // Errors of `body`, a step of writing save_dir, name the setting: "save_dir=out: ...".
   template <class Body>
@@ -363,6 +366,10 @@ class Trainer {
   CallPosition position_;
   mutable std::optional<double> device_peak_;  // device_peak_flops, asked once
   nlohmann::json prediction_;                  // record_prediction's, written at the start of run()
+  struct Reached {                             // the last phase probe() saw (an out-of-memory report's "where")
+    std::int64_t step = 0, micro = 0;
+    std::optional<memory::Phase> phase;
+  } reached_;
 };
 
 }  // namespace tessera

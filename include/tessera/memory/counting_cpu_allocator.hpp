@@ -14,5 +14,8 @@ void install_counting_cpu_allocator();
 
 AllocatorStats cpu_allocator_stats();
 void reset_cpu_peak();
+// An allocation that would bring the live bytes above `bytes` throws c10::OutOfMemoryError instead, as the CUDA
+// caching allocator does when the GPU is full (max_memory=). 0 = no limit.
+void set_cpu_limit(std::int64_t bytes);
 
 }  // namespace tessera::memory

@@ -4,11 +4,11 @@
 //   memory   one group of stacked bars per run (per rank in a job of several), a bar per phase (before forward,
 //            after forward, after backward, after the optimizer step) stacked params | grads | optimizer state |
 //            activations (acts: the residual, memory/snapshot.hpp), at the step the seeds print (step 1, or the
-//            last one recorded); the run's measured peak marked over its group; time per step, tokens/s and MFU
-//            under it
+//            last one recorded); the run's measured peak marked over its group (solid) and the peak it predicted
+//            for itself (dashed: predict=true, predict/dry_run.hpp); time per step, tokens/s and MFU under it
 //   loss     every run's loss per step, one line each
 //   table    the seeds' experiment table: the policies, ranks and batch shape, then the memory figures (the
-//            highest over phases and ranks), the peak, time per step, tokens/s and MFU
+//            highest over phases and ranks), the peak measured and predicted, time per step, tokens/s and MFU
 // Figures in the page are the file's own; nothing is recomputed but means and maxima.
 #include <cstdint>
 #include <filesystem>
