@@ -175,7 +175,9 @@ int main(int argc, char** argv, const MainOptions& options = {}) {
     if (cfg.predict) {
       try {
         predicted = predict::dry_run<Trainer<Exp>>(cfg, job::place().size, job::place().local_size);
-      } catch (const std::exception& e) {  // the run itself does not depend on it
+      } catch (const Error&) {
+        // Bad input (a file, a job shape): the run itself refuses it next, with the same message, once.
+      } catch (const std::exception& e) {  // the run itself does not depend on the prediction
         if (root) std::fprintf(stderr, "[predict] no prediction for this run: %s\n", e.what());
       }
     }
