@@ -16,7 +16,7 @@ packages=(
   openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev                 # Open MPI 4.1: mpirun, libmpi, mpi.h
   libevent-core-2.1-7 libevent-pthreads-2.1-7 libpmix2 libmunge2 libhwloc15  # its runtime
   libfabric1 libucx0 libibverbs1 ibverbs-providers librdmacm1 libnl-3-200 libnl-route-3-200
-  libpsm2-2 libpsm-infinipath1 libnuma1
+  libpsm2-2 libpsm-infinipath1 libnuma1 libudev1 libatomic1             # (minimal images may lack the last two)
   libboost1.81-dev nlohmann-json3-dev librange-v3-dev catch2 libstb-dev    # header-only dependencies (stb: its headers)
   libsentencepiece-dev libsentencepiece0                                 # SentencePiece tokenizers (tessera/text)
 )

@@ -166,6 +166,35 @@ TEST_CASE("Adam8bit's CPU loop agrees with its tensor-op path", "[optim]") {
   CHECK(sl.v_codes.ne(so.v_codes).sum().item<std::int64_t>() < 13000 / 100);
 }
 
+// Hidden ([.cuda]): needs a CUDA device; bench/gpu/run.sh runs it by its tag. The kernel of src/optim_cuda/ on CUDA
+// buffers against the fused CPU loop on the same initial values and gradients, for fp32 and bf16 parameters.
+TEST_CASE("Adam8bit's CUDA kernel agrees with its CPU loop", "[.cuda][optim]") {
+  REQUIRE(at::hasCUDA());
+  for (const c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    at::manual_seed(31);
+    const at::Tensor init = at::randn({kMixedNumel}).to(dtype);
+    at::Tensor cpu = init.clone(), gpu = init.to(at::kCUDA);
+    Adam8bit::State sc = Adam8bit::init(cpu, at::kFloat, kMixed);
+    Adam8bit::State sg = Adam8bit::init(gpu, at::kFloat, kMixed);
+    for (int step = 0; step < 20; ++step) {
+      const at::Tensor g = at::randn({kMixedNumel}) * (1.0 + step % 3);
+      Adam8bit::step(sc, cpu, g, StepHyper{1e-2, 0.01});
+      Adam8bit::step(sg, gpu, g.to(at::kCUDA), StepHyper{1e-2, 0.01});
+    }
+    const at::Tensor back = gpu.cpu();
+    INFO("dtype " << dtype);
+    CHECK(at::equal(back.masked_select(padding_mask()), cpu.masked_select(padding_mask())));
+    CHECK(rel_norm_diff(back.to(at::kFloat) - init.to(at::kFloat), cpu.to(at::kFloat) - init.to(at::kFloat)) <
+          (dtype == at::kFloat ? 1e-3 : 0.05));
+    CHECK(max_rel_diff(sg.m_absmax.cpu(), sc.m_absmax) < 1e-3);
+    CHECK(max_rel_diff(sg.v_absmax.cpu(), sc.v_absmax) < 1e-3);
+    CHECK(max_rel_diff(sg.m32.cpu(), sc.m32) < 1e-5);
+    // Same codes except where fp32 rounding (fused multiply-adds) crosses a code's midpoint.
+    CHECK(sg.m_codes.cpu().ne(sc.m_codes).sum().item<std::int64_t>() < 13000 / 100);
+    CHECK(sg.v_codes.cpu().ne(sc.v_codes).sum().item<std::int64_t>() < 13000 / 100);
+  }
+}
+
 TEST_CASE("Adam8bit gives the same bits on any number of threads", "[optim]") {
   at::manual_seed(19);
   const at::Tensor init = at::randn({kMixedNumel});

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""The peers of bench/gpu/run.sh: one Llama training run on one device, as a user of each peer would write it.
+
+usage: peers.py SIDE --config CONFIG.json --batch B --seq-len T [--steps S] [--warmup W] [--device cuda]
+  SIDE  eager      Hugging Face LlamaForCausalLM (attn_implementation="sdpa") in bf16, torch.optim.AdamW(fused=True),
+                   zero_grad(set_to_none=True): a plain PyTorch 2.11 eager loop
+        lightning  the same module under a lightning.pytorch Trainer, precision="bf16-true", devices=1
+        fsdp2      the same model with torch.distributed.fsdp.fully_shard on each decoder layer and the root, at world
+                   size 1 (NCCL on CUDA, gloo on the CPU), bf16 parameters, fused AdamW
+  CONFIG  a Hugging Face Llama config.json (run.sh writes the one of tessera's preset with tessera's writer)
+
+Every side trains on random tokens (torch.manual_seed(0)), reads the loss every step (as a progress bar does, which
+synchronizes the device), and times steps W+1 .. W+S together: tokens/s = S * B * T / seconds. The last line is one
+JSON object: {"side", "batch", "seq_len", "steps", "step_ms" (mean), "tokens_per_s", "peak_bytes"
+(torch.cuda.max_memory_allocated over the whole run, as the labs print it), "reserved_bytes", "loss" (each step),
+"flops_per_token", "oom" (true when the batch does not fit; then no timings)}.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def flops_per_token(cfg, seq_len):
+    """tessera's count (LlamaConfig::training_flops_per_token): 6 per matmul weight, the head included, plus
+    12 * layers * heads * head_dim * T for the attention scores and values (forward and backward, no causal halving)."""
+    c, layers = cfg.hidden_size, cfg.num_hidden_layers
+    h, kv = cfg.num_attention_heads, cfg.num_key_value_heads
+    q = getattr(cfg, "head_dim", None) or c // h
+    per_layer = 2 * c * h * q + 2 * c * kv * q + 3 * c * cfg.intermediate_size
+    return 6.0 * (layers * per_layer + c * cfg.vocab_size) + 12.0 * layers * h * q * seq_len
+
+
+def build_model(args, device):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig.from_json_file(args.config)
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = LlamaForCausalLM(cfg).to(torch.bfloat16)
+    model.config.use_cache = False
+    if device.startswith("cuda"):  # the fp32 construction above is not part of training's peak
+        torch.cuda.reset_peak_memory_stats()
+    return cfg, model
+
+
+def loss_of(model, x):
+    """Mean next-token cross-entropy in fp32 over every position, as tessera computes it."""
+    logits = model(input_ids=x).logits
+    return F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1))
+
+
+def batches(cfg, args, device):
+    g = torch.Generator(device="cpu").manual_seed(0)
+    while True:
+        yield torch.randint(0, cfg.vocab_size, (args.batch, args.seq_len), generator=g).to(device, non_blocking=True)
+
+
+def sync(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def plain_loop(model, cfg, args, device, optimizer):
+    losses, data, t0 = [], batches(cfg, args, device), None
+    for step in range(args.warmup + args.steps):
+        if step == args.warmup:
+            sync(device)
+            t0 = time.perf_counter()
+        loss = loss_of(model, next(data))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    sync(device)
+    return losses, time.perf_counter() - t0
+
+
+def run_eager(args, device):
+    cfg, model = build_model(args, device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=device.startswith("cuda"))
+    return cfg, plain_loop(model, cfg, args, device, opt)
+
+
+def run_fsdp2(args, device):
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", rank=0, world_size=1)
+    try:
+        cfg, model = build_model(args, device)
+        for layer in model.model.layers:
+            fully_shard(layer)
+        fully_shard(model)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=device.startswith("cuda"))
+        return cfg, plain_loop(model, cfg, args, device, opt)
+    finally:
+        dist.destroy_process_group()
+
+
+def run_lightning(args, device):
+    import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import Callback
+
+    cfg = None
+
+    class Module(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            nonlocal cfg
+            cfg, self.model = build_model(args, "cpu" if device == "cpu" else device)
+
+        def training_step(self, x, _):
+            loss = loss_of(self.model, x)
+            self.log("loss", loss, prog_bar=True)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), lr=1e-4, weight_decay=0.01, fused=device.startswith("cuda"))
+
+    class Clock(Callback):
+        def __init__(self):
+            self.losses, self.t0, self.t1 = [], None, None
+
+        def on_train_batch_start(self, trainer, module, batch, i):
+            if i == args.warmup:
+                sync(device)
+                self.t0 = time.perf_counter()
+
+        def on_train_batch_end(self, trainer, module, outputs, batch, i):
+            self.losses.append(outputs["loss"].item())
+            if i == args.warmup + args.steps - 1:
+                sync(device)
+                self.t1 = time.perf_counter()
+
+    module = Module()
+    data = batches(cfg, args, "cpu")
+    rows = [next(data) for _ in range(args.warmup + args.steps)]
+    loader = torch.utils.data.DataLoader(rows, batch_size=None)
+    clock = Clock()
+    trainer = pl.Trainer(accelerator="gpu" if device.startswith("cuda") else "cpu", devices=1,
+                         precision="bf16-true", max_steps=args.warmup + args.steps, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[clock])
+    trainer.fit(module, loader)
+    return cfg, (clock.losses, clock.t1 - clock.t0)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("side", choices=["eager", "lightning", "fsdp2"])
+    p.add_argument("--config", required=True)
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--seq-len", type=int, required=True)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--device", default="cuda")
+    args = p.parse_args()
+    from transformers import LlamaConfig
+    result = {"side": args.side, "batch": args.batch, "seq_len": args.seq_len, "steps": args.steps,
+              "flops_per_token": flops_per_token(LlamaConfig.from_json_file(args.config), args.seq_len),
+              "oom": False}
+    try:
+        _, (losses, seconds) = {"eager": run_eager, "lightning": run_lightning, "fsdp2": run_fsdp2}[args.side](
+            args, args.device)
+        result.update(step_ms=1000.0 * seconds / args.steps,
+                      tokens_per_s=args.steps * args.batch * args.seq_len / seconds, loss=losses)
+    except torch.OutOfMemoryError as e:
+        result.update(oom=True, error=str(e).splitlines()[0])
+    if args.device.startswith("cuda"):
+        result.update(peak_bytes=torch.cuda.max_memory_allocated(), reserved_bytes=torch.cuda.max_memory_reserved(),
+                      device_name=torch.cuda.get_device_name())
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# bench/gpu/run.sh OUT
+# Everything a GPU session runs, in one call of a GPU machine that has python3 with a CUDA torch (2.11+cu130), CMake
+# and ninja but no package registry. Results go to OUT (at most 8 files): log.txt (the whole console),
+# summary.md (the tables), runs.tar.gz (every metrics file and peer result), nsys.txt (when nsys is there).
+#
+# It needs .bundle/ (git-ignored; carry it to the machine), made beforehand on a Debian 12 machine with a build:
+#   bench/gpu/bundle.sh BUILD     Debian packages (scripts/offline-bundle.sh) + the binaries below, xz-compressed
+# The binaries are the build machine's (the same torch 2.11+cu130 wheel, so the same LibTorch ABI); when they do not
+# load here, run.sh configures and builds them itself against this machine's torch (slower by a few minutes).
+#
+# Steps, each under its own timeout, skipped once TESSERA_GPU_BUDGET_S (default 450) seconds have passed:
+#   1. smoke: the tiny Llama, fp32, device=cuda
+#   2. the measured bf16 GEMM rate (8192^3, median of 20) for MFU
+#   3. performance: llama-1b (TinyLlama's shape), bf16, seq 2048, batch TESSERA_GPU_BATCH (default 16 on a GPU
+#      of 100 GB or more, else 8), AdamW: tessera (llama-bf16true, predicted against measured peak), then
+#      bench/gpu/peers.py eager, lightning, fsdp2 (same batch, steps and warm-up)
+#   4. correctness: bench/gpu/cases.sh cuda (every precision, checkpointing, Adam8bit, offload, LoRA/QLoRA, the
+#      sharding policies at 2 and 4 ranks through the MPI communicator, OPT, T5, ViT, BLIP-2) against the CPU losses
+#      committed in bench/gpu/refs_cpu.json; tessera_nccl_tests at one rank; Adam8bit's CUDA kernel against its CPU
+#      loop (tessera_tests "[cuda]")
+#   5. seed 001's open-llama-7b, bf16-true, batch 4, seq 512, 3 steps, on one GPU (predicted against measured)
+#   6. nsys profile of 5 tessera llama-1b steps, the top kernels (only when nsys is installed)
+set -uo pipefail
+out=${1:-${OUT:?usage: run.sh OUT}}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
+budget=${TESSERA_GPU_BUDGET_S:-450}
+deadline=$(($(date +%s) + budget))
+left() { echo $((deadline - $(date +%s))); }
+exec > >(tee -a "$out/log.txt") 2>&1
+runs=/tmp/tessera-gpu-runs
+rm -rf "$runs" && mkdir -p "$runs"
+summary=$out/summary.md
+: >"$summary"
+section() { echo; echo "=== $* ($(left) s left)"; }
+# step NAME TIMEOUT CMD...: runs CMD under timeout unless too little time is left; logs its exit status.
+step() {
+  local name=$1 limit=$2; shift 2
+  local l; l=$(left)
+  if [ "$l" -lt 15 ]; then echo "[$name] skipped: out of time"; return 99; fi
+  [ "$limit" -gt "$l" ] && limit=$l
+  local t0; t0=$(date +%s)
+  timeout "$limit" "$@"
+  local rc=$?
+  echo "[$name] rc=$rc in $(($(date +%s) - t0)) s"
+  return $rc
+}
+
+section environment
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
+python3 -c 'import torch, transformers, lightning; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__, "lightning", lightning.__version__, torch.cuda.get_device_name())'
+site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+# The carried binaries' RPATH names the build machine's environment (/work/main/.venv, Python 3.11): that path
+# points at this machine's site-packages, whose torch wheel is the same build.
+venv_site=/work/main/.venv/lib/python3.11/site-packages
+if [ ! -e "$venv_site" ]; then mkdir -p "$(dirname "$venv_site")" && ln -s "$site" "$venv_site"; fi
+mkdir -p /work/main/.venv/bin && ln -sf "$(command -v python3)" /work/main/.venv/bin/python
+nvidia_libs=$(ls -d "$site"/nvidia/*/lib 2>/dev/null | tr '\n' ':')
+export LD_LIBRARY_PATH="$torch_lib:$nvidia_libs${LD_LIBRARY_PATH:-}"
+# shellcheck disable=SC1091
+source "$root/scripts/offline-activate.sh" "$root/.bundle/debs" /tmp/tessera-offline
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+bin=/tmp/tessera-bin
+rm -rf "$bin" && mkdir -p "$bin" && tar xJf "$root/.bundle/bin.tar.xz" -C "$bin"
+missing=$(ldd "$bin/examples/llama-fp32" "$bin/tests/tessera_tests" 2>&1 | grep 'not found' | sort -u)
+if [ -n "$missing" ] || ! "$bin/examples/llama-fp32" --help >/dev/null 2>&1; then
+  echo "carried binaries do not load here:"; echo "$missing"
+  section "build here"
+  targets=$(tar tJf "$root/.bundle/bin.tar.xz" | xargs -n1 basename | tr '\n' ' ')
+  cmake -S "$root" -B /tmp/tessera-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_TORCH_PYTHON="$(command -v python3)" \
+    -DTESSERA_BUILD_BENCH=OFF >"$runs/configure.log" 2>&1 || tail -30 "$runs/configure.log"
+  # shellcheck disable=SC2086
+  step build 400 cmake --build /tmp/tessera-build -j 16 --target $targets >"$runs/build.log" 2>&1 || tail -40 "$runs/build.log"
+  bin=/tmp/tessera-build
+fi
+gib() { python3 -c "print(f'{$1 / 2**30:.2f}')"; }
+
+section "1. smoke"
+step smoke 60 "$bin/examples/llama-fp32" model=tiny max_steps=2 device=cuda predict=false | tail -4
+
+section "2. GEMM rate"
+step gemm 60 python3 - <<'EOF' | tee "$runs/gemm.json"
+import json, torch
+a, b = (torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+for _ in range(3): a @ b
+times = []
+for _ in range(20):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record(); a @ b; e.record(); torch.cuda.synchronize(); times.append(s.elapsed_time(e) / 1e3)
+t = sorted(times)[len(times) // 2]
+print(json.dumps({"bf16_gemm_tflops": 2 * 8192**3 / t / 1e12, "device": torch.cuda.get_device_name()}))
+EOF
+
+section "3. performance: llama-1b, bf16, seq 2048"
+mem_gb=$(python3 -c 'import torch; print(torch.cuda.get_device_properties(0).total_memory // 2**30)')
+batch=${TESSERA_GPU_BATCH:-$([ "$mem_gb" -ge 100 ] && echo 16 || echo 8)}
+steps=10 warmup=3
+echo "batch $batch, $steps timed steps after $warmup warm-up steps"
+step tessera-1b 120 "$bin/examples/llama-bf16true" model=llama-1b seq_len=2048 batch_size="$batch" \
+  max_steps=$((steps + warmup)) lr=1e-4 device=cuda metrics="$runs/tessera-1b.jsonl" >"$runs/tessera-1b.log" 2>&1
+grep -v '^  [a-z_]* *|' "$runs/tessera-1b.log" | tail -22
+for side in eager lightning fsdp2; do
+  step "$side-1b" 120 python3 "$root/bench/gpu/peers.py" "$side" --config "$root/bench/gpu/llama-1b.config.json" \
+    --batch "$batch" --seq-len 2048 --steps "$steps" --warmup "$warmup" >"$runs/$side-1b.out" 2>&1 ||
+    tail -8 "$runs/$side-1b.out"
+  grep '^{' "$runs/$side-1b.out" | tail -1 | tee "$runs/$side-1b.json" | cut -c1-300
+done
+python3 "$root/bench/gpu/summary.py" perf "$runs" "$warmup" | tee -a "$summary"
+
+section "4. correctness on CUDA"
+step cases 200 "$root/bench/gpu/cases.sh" cuda "$bin/examples" "$runs/cases" "$((deadline - 90))"
+echo >>"$summary"; echo "## CUDA losses against CPU (bench/gpu/cases.sh)" >>"$summary"
+python3 "$root/bench/gpu/losses.py" compare "$root/bench/gpu/refs_cpu.json" "$runs/cases" | tee -a "$summary"
+step nccl 60 mpirun -np 1 "$bin/tests/tessera_nccl_tests" </dev/null 2>&1 | tail -4
+echo "- tessera_nccl_tests (NcclCommunicator, one rank): rc=${PIPESTATUS[0]}" >>"$summary"
+step adam8bit-cuda 60 "$bin/tests/tessera_tests" "[cuda]" 2>&1 | tail -6
+echo "- tessera_tests [cuda] (Adam8bit's CUDA kernel against its CPU loop): rc=${PIPESTATUS[0]}" >>"$summary"
+
+section "5. seed 001: open-llama-7b, bf16-true, batch 4, seq 512"
+step seed001-7b 150 "$bin/examples/llama-bf16true" model=open-llama-7b seq_len=512 batch_size=4 max_steps=3 \
+  lr=1e-4 device=cuda metrics="$runs/seed001-7b.jsonl" >"$runs/seed001-7b.log" 2>&1
+grep -v '^  [a-z_]* *|' "$runs/seed001-7b.log" | tail -22
+python3 "$root/bench/gpu/summary.py" run "$runs/seed001-7b.jsonl" "seed 001 open-llama-7b" | tee -a "$summary"
+
+section "6. profile"
+if command -v nsys >/dev/null 2>&1; then
+  step nsys 90 nsys profile -o /tmp/tessera-1b -f true --stats=false "$bin/examples/llama-bf16true" model=llama-1b \
+    seq_len=2048 batch_size="$batch" max_steps=5 lr=1e-4 device=cuda predict=false >/dev/null 2>&1
+  step nsys-stats 60 nsys stats -r cuda_gpu_kern_sum,cuda_api_sum -f csv -o /tmp/tessera-1b-stats /tmp/tessera-1b.nsys-rep >/dev/null 2>&1
+  head -c 400000 /tmp/tessera-1b-stats_cuda_gpu_kern_sum.csv >"$out/nsys_kernels.csv" 2>/dev/null
+  head -c 200000 /tmp/tessera-1b-stats_cuda_api_sum.csv >"$out/nsys_api.csv" 2>/dev/null
+  head -15 "$out/nsys_kernels.csv" | cut -c1-200
+else
+  echo "no nsys on this machine"
+fi
+
+tar czf "$out/runs.tar.gz" -C "$runs" . 2>/dev/null
+section "summary"
+cat "$summary"

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Tables of bench/gpu/run.sh (markdown on stdout).
+
+usage: summary.py perf RUNS WARMUP   tessera (RUNS/tessera-1b.jsonl) against the peers (RUNS/{eager,lightning,fsdp2}-1b.json):
+                                     ms/step and tokens/s over the steps after WARMUP, the ratio to the eager loop, MFU
+                                     over the GEMM rate measured in the same call (RUNS/gemm.json) and over 989 TFLOP/s
+                                     (H100/H200 SXM bf16 dense spec), peak memory (the caching allocator's peak)
+       summary.py run FILE TITLE     one tessera metrics file: its memory per phase, step times, predicted and
+                                     measured peak
+"""
+import json
+import os
+import sys
+
+SPEC = 989.4e12
+GIB = 2**30
+
+
+def records(path):
+    if not os.path.exists(path):
+        return []
+    out = []
+    for line in open(path):
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return out
+
+
+def tessera_side(path, warmup):
+    recs = records(path)
+    steps = [r for r in recs if r.get("event") == "step"]
+    done = next((r for r in recs if r.get("event") == "done"), None)
+    run = next((r for r in recs if r.get("event") == "run"), None)
+    if not steps or done is None or len(steps) <= warmup:
+        return None
+    timed = steps[warmup:]
+    ms = sum(r["step_ms"] for r in timed) / len(timed)
+    return {"side": "tessera", "batch": run["batch_size"], "step_ms": ms,
+            "tokens_per_s": timed[0]["tokens"] / (ms / 1e3), "peak_bytes": done["peak"],
+            "predicted_peak": done.get("predicted_peak"), "flops_per_token": done.get("flops_per_token"),
+            "loss": [r["loss"] for r in steps]}
+
+
+def perf(runs, warmup):
+    gemm = records(os.path.join(runs, "gemm.json"))
+    rate = gemm[-1]["bf16_gemm_tflops"] * 1e12 if gemm else None
+    device = gemm[-1]["device"] if gemm else "?"
+    sides = [tessera_side(os.path.join(runs, "tessera-1b.jsonl"), warmup)]
+    for name in ("eager", "lightning", "fsdp2"):
+        r = records(os.path.join(runs, f"{name}-1b.json"))
+        sides.append(r[-1] if r and "side" in r[-1] else {"side": name, "missing": True})
+    eager = next((s for s in sides if s and s.get("side") == "eager" and "tokens_per_s" in s), None)
+    print(f"## llama-1b (TinyLlama-1.1B's shape), bf16, seq 2048, AdamW, on {device}")
+    print()
+    if rate:
+        print(f"Measured bf16 GEMM rate (8192^3, median of 20): {rate / 1e12:.0f} TFLOP/s; spec {SPEC / 1e12:.0f}.")
+        print()
+    print("| side | batch | ms/step | tokens/s | vs eager | MFU (measured GEMM) | MFU (spec) | peak GiB | vs eager | note |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for s in sides:
+        if s is None:
+            print("| tessera | | | | | | | | | no result |")
+            continue
+        if s.get("missing") or s.get("oom") or "tokens_per_s" not in s:
+            note = "out of memory" if s.get("oom") else "no result"
+            peak = f"{s['peak_bytes'] / GIB:.2f}" if s.get("peak_bytes") else ""
+            print(f"| {s['side']} | {s.get('batch', '')} | | | | | | {peak} | | {note} |")
+            continue
+        fpt = s.get("flops_per_token") or 0
+        achieved = s["tokens_per_s"] * fpt
+        ratio = f"{s['tokens_per_s'] / eager['tokens_per_s']:.3f}x" if eager else ""
+        pratio = f"{s['peak_bytes'] / eager['peak_bytes']:.3f}" if eager and eager.get("peak_bytes") else ""
+        note = ""
+        if s.get("predicted_peak"):
+            note = f"predicted peak {s['predicted_peak'] / GIB:.2f} GiB ({(s['predicted_peak'] / s['peak_bytes'] - 1) * 100:+.1f}%)"
+        mfu_m = f"{achieved / rate * 100:.1f}%" if rate else ""
+        peak = f"{s['peak_bytes'] / GIB:.2f}" if s.get("peak_bytes") else ""
+        print(f"| {s['side']} | {s['batch']} | {s['step_ms']:.1f} | {s['tokens_per_s']:.0f} | {ratio} | {mfu_m} | "
+              f"{achieved / SPEC * 100:.1f}% | {peak} | {pratio} | {note} |")
+    print()
+
+
+def run(path, title):
+    recs = records(path)
+    print(f"## {title}")
+    print()
+    if not recs:
+        print("no metrics (the run did not start or was cut off)")
+        print()
+        return
+    mem = [r for r in recs if r.get("event") == "memory" and r.get("rank", 0) == 0]
+    if mem:
+        print("| step | phase | params | grads | optim | acts | allocated | peak | reserved |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for r in mem:
+            g = lambda k: f"{r.get(k, 0) / GIB:.2f}"
+            print(f"| {r['step']} | {r['phase']} | {g('params')} | {g('grads')} | {g('optim')} | {g('acts')} | "
+                  f"{g('allocated')} | {g('peak')} | {g('reserved')} |")
+        print()
+    steps = [r for r in recs if r.get("event") == "step"]
+    if steps:
+        print("step ms: " + ", ".join(f"{r['step_ms']:.0f}" for r in steps) +
+              "; loss: " + ", ".join(f"{r['loss']:.4f}" for r in steps))
+    done = next((r for r in recs if r.get("event") == "done"), None)
+    if done:
+        pred = done.get("predicted_peak")
+        line = f"peak {done['peak'] / GIB:.2f} GiB, {done['tokens_per_s']:.0f} tokens/s"
+        if pred:
+            line += f"; predicted peak {pred / GIB:.2f} GiB ({(pred / done['peak'] - 1) * 100:+.1f}%)"
+        print(line)
+    else:
+        print("no done record: the run failed or was cut off (see log.txt)")
+    print()
+
+
+def main():
+    if sys.argv[1] == "perf":
+        perf(sys.argv[2], int(sys.argv[3]))
+        run(os.path.join(sys.argv[2], "tessera-1b.jsonl"), "tessera llama-1b: memory by phase")
+    else:
+        run(sys.argv[2], sys.argv[3])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
