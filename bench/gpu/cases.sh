@@ -18,7 +18,9 @@ while read -r name ranks _tolerance binary extra; do
   if [ "$deadline" -gt 0 ] && [ "$(date +%s)" -ge "$deadline" ]; then
     echo "cases: $name skipped (out of time)"; continue
   fi
-  args=(model=tiny max_steps=4 lr=5e-3 seq_len=64 batch_size=$((4 / ranks)) predict=false device="$device"
+  lr=lr=5e-3  # unless the case gives its own
+  case " $extra " in *" lr="*) lr= ;; esac
+  args=(model=tiny max_steps=4 $lr seq_len=64 batch_size=$((4 / ranks)) predict=false device="$device"
         metrics="$out/$name.jsonl" $extra)
   rm -f "$out/$name.jsonl"
   t0=$(date +%s%N)

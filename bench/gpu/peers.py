@@ -83,7 +83,48 @@ def plain_loop(model, cfg, args, device, optimizer):
 def run_eager(args, device):
     cfg, model = build_model(args, device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=device.startswith("cuda"))
-    return cfg, plain_loop(model, cfg, args, device, opt)
+    result = plain_loop(model, cfg, args, device, opt)
+    if args.profile:
+        profile(model, cfg, args, device, opt)
+    return cfg, result
+
+
+def profile(model, cfg, args, device, optimizer, steps=2):
+    """torch.profiler over `steps` more steps: the device's kernel time by kind against the wall time, and the top
+    kernels, written to args.profile."""
+    from torch.profiler import ProfilerActivity, profile as prof
+    data = batches(cfg, args, device)
+    sync(device)
+    with prof(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            loss = loss_of(model, next(data))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            loss.item()
+        sync(device)
+        wall = time.perf_counter() - t0
+    kinds = {}
+    total = 0.0
+    for e in p.key_averages():
+        t = getattr(e, "self_device_time_total", 0) or 0
+        if t <= 0:
+            continue
+        name = e.key.lower()
+        kind = ("gemm" if any(k in name for k in ("gemm", "cutlass", "sm90_xmma", "nvjet", "cublas")) else
+                "attention" if any(k in name for k in ("flash", "fmha", "attention", "cudnn")) else
+                "optimizer" if "adam" in name or "foreach" in name else
+                "memcpy/memset" if "memcpy" in name or "memset" in name else "elementwise/reduction/other")
+        kinds[kind] = kinds.get(kind, 0.0) + t
+        total += t
+    with open(args.profile, "w") as f:
+        f.write(f"eager loop, batch {args.batch}, seq {args.seq_len}, {steps} steps: wall {wall * 1e3:.1f} ms, "
+                f"device kernels {total / 1e3:.1f} ms ({total / 1e3 / (wall * 1e3) * 100:.1f}% of wall)\n")
+        total = max(total, 1e-9)
+        for k, t in sorted(kinds.items(), key=lambda kv: -kv[1]):
+            f.write(f"  {k:32s} {t / 1e3:9.1f} ms  {t / total * 100:5.1f}%\n")
+        f.write("\n" + p.key_averages().table(sort_by="self_cuda_time_total", row_limit=30, max_name_column_width=90))
 
 
 def run_fsdp2(args, device):
@@ -160,6 +201,7 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--device", default="cuda")
+    p.add_argument("--profile", help="eager only: write a torch.profiler summary of 2 more steps to this file")
     args = p.parse_args()
     from transformers import LlamaConfig
     result = {"side": args.side, "batch": args.batch, "seq_len": args.seq_len, "steps": args.steps,

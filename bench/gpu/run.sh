@@ -2,7 +2,7 @@
 # bench/gpu/run.sh OUT
 # Everything a GPU session runs, in one call of a GPU machine that has python3 with a CUDA torch (2.11+cu130), CMake
 # and ninja but no package registry. Results go to OUT (at most 8 files): log.txt (the whole console),
-# summary.md (the tables), runs.tar.gz (every metrics file and peer result), nsys.txt (when nsys is there).
+# summary.md (the tables), profile_eager.txt, runs.tar.gz (every metrics file and peer result), nsys.txt (when nsys is there).
 #
 # It needs .bundle/ (git-ignored; carry it to the machine), made beforehand on a Debian 12 machine with a build:
 #   bench/gpu/bundle.sh BUILD     Debian packages (scripts/offline-bundle.sh) + the binaries below, xz-compressed
@@ -12,9 +12,10 @@
 # Steps, each under its own timeout, skipped once TESSERA_GPU_BUDGET_S (default 450) seconds have passed:
 #   1. smoke: the tiny Llama, fp32, device=cuda
 #   2. the measured bf16 GEMM rate (8192^3, median of 20) for MFU
-#   3. performance: llama-1b (TinyLlama's shape), bf16, seq 2048, batch TESSERA_GPU_BATCH (default 16 on a GPU
-#      of 100 GB or more, else 8), AdamW: tessera (llama-bf16true, predicted against measured peak), then
-#      bench/gpu/peers.py eager, lightning, fsdp2 (same batch, steps and warm-up)
+#   3. performance: llama-1b (TinyLlama's shape), bf16, seq 2048, AdamW, at each batch of TESSERA_GPU_BATCHES
+#      (default "16 24" on a GPU of 100 GB or more, else "8"): tessera (llama-bf16true, predicted against measured
+#      peak), then bench/gpu/peers.py eager, lightning, fsdp2 (same batch, steps and warm-up); then torch.profiler
+#      over two eager steps (profile_eager.txt)
 #   4. correctness: bench/gpu/cases.sh cuda (every precision, checkpointing, Adam8bit, offload, LoRA/QLoRA, the
 #      sharding policies at 2 and 4 ranks through the MPI communicator, OPT, T5, ViT, BLIP-2) against the CPU losses
 #      committed in bench/gpu/refs_cpu.json; tessera_nccl_tests at one rank; Adam8bit's CUDA kernel against its CPU
@@ -96,19 +97,28 @@ EOF
 
 section "3. performance: llama-1b, bf16, seq 2048"
 mem_gb=$(python3 -c 'import torch; print(torch.cuda.get_device_properties(0).total_memory // 2**30)')
-batch=${TESSERA_GPU_BATCH:-$([ "$mem_gb" -ge 100 ] && echo 16 || echo 8)}
+batches=${TESSERA_GPU_BATCHES:-$([ "$mem_gb" -ge 100 ] && echo "16 24" || echo "8")}
 steps=10 warmup=3
-echo "batch $batch, $steps timed steps after $warmup warm-up steps"
-step tessera-1b 120 "$bin/examples/llama-bf16true" model=llama-1b seq_len=2048 batch_size="$batch" \
-  max_steps=$((steps + warmup)) lr=1e-4 device=cuda metrics="$runs/tessera-1b.jsonl" >"$runs/tessera-1b.log" 2>&1
-grep -v '^  [a-z_]* *|' "$runs/tessera-1b.log" | tail -22
-for side in eager lightning fsdp2; do
-  step "$side-1b" 120 python3 "$root/bench/gpu/peers.py" "$side" --config "$root/bench/gpu/llama-1b.config.json" \
-    --batch "$batch" --seq-len 2048 --steps "$steps" --warmup "$warmup" >"$runs/$side-1b.out" 2>&1 ||
-    tail -8 "$runs/$side-1b.out"
-  grep '^{' "$runs/$side-1b.out" | tail -1 | tee "$runs/$side-1b.json" | cut -c1-300
+for batch in $batches; do
+  echo "batch $batch, $steps timed steps after $warmup warm-up steps"
+  step "tessera-1b-b$batch" 120 "$bin/examples/llama-bf16true" model=llama-1b seq_len=2048 batch_size="$batch" \
+    max_steps=$((steps + warmup)) lr=1e-4 device=cuda metrics="$runs/tessera-1b-b$batch.jsonl" >"$runs/tessera-1b-b$batch.log" 2>&1
+  grep -v '^  [a-z_]* *|' "$runs/tessera-1b-b$batch.log" | grep -v '^  step [0-9]* micro' | tail -8
+  for side in eager lightning fsdp2; do
+    step "$side-1b-b$batch" 120 python3 "$root/bench/gpu/peers.py" "$side" --config "$root/bench/gpu/llama-1b.config.json" \
+      --batch "$batch" --seq-len 2048 --steps "$steps" --warmup "$warmup" >"$runs/$side-1b-b$batch.out" 2>&1 ||
+      tail -8 "$runs/$side-1b-b$batch.out"
+    grep '^{' "$runs/$side-1b-b$batch.out" | tail -1 | tee "$runs/$side-1b-b$batch.json" | cut -c1-300
+  done
 done
-python3 "$root/bench/gpu/summary.py" perf "$runs" "$warmup" | tee -a "$summary"
+python3 "$root/bench/gpu/summary.py" perf "$runs" "$warmup" $batches | tee -a "$summary"
+first=${batches%% *}
+# Where the eager loop's step goes (torch.profiler, 2 steps after the timed ones): kernel time by kind against the
+# wall time. tessera runs the same LibTorch kernels, so this says what is left to fuse.
+step profile-eager 90 python3 "$root/bench/gpu/peers.py" eager --config "$root/bench/gpu/llama-1b.config.json" \
+  --batch "$first" --seq-len 2048 --steps 3 --warmup 2 --profile "$out/profile_eager.txt" >"$runs/profile-eager.out" 2>&1 ||
+  tail -8 "$runs/profile-eager.out"
+head -40 "$out/profile_eager.txt" 2>/dev/null | cut -c1-220
 
 section "4. correctness on CUDA"
 step cases 200 "$root/bench/gpu/cases.sh" cuda "$bin/examples" "$runs/cases" "$((deadline - 90))"
@@ -128,7 +138,7 @@ python3 "$root/bench/gpu/summary.py" run "$runs/seed001-7b.jsonl" "seed 001 open
 section "6. profile"
 if command -v nsys >/dev/null 2>&1; then
   step nsys 90 nsys profile -o /tmp/tessera-1b -f true --stats=false "$bin/examples/llama-bf16true" model=llama-1b \
-    seq_len=2048 batch_size="$batch" max_steps=5 lr=1e-4 device=cuda predict=false >/dev/null 2>&1
+    seq_len=2048 batch_size="$first" max_steps=5 lr=1e-4 device=cuda predict=false >/dev/null 2>&1
   step nsys-stats 60 nsys stats -r cuda_gpu_kern_sum,cuda_api_sum -f csv -o /tmp/tessera-1b-stats /tmp/tessera-1b.nsys-rep >/dev/null 2>&1
   head -c 400000 /tmp/tessera-1b-stats_cuda_gpu_kern_sum.csv >"$out/nsys_kernels.csv" 2>/dev/null
   head -c 200000 /tmp/tessera-1b-stats_cuda_api_sum.csv >"$out/nsys_api.csv" 2>/dev/null

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Tables of bench/gpu/run.sh (markdown on stdout).
 
-usage: summary.py perf RUNS WARMUP   tessera (RUNS/tessera-1b.jsonl) against the peers (RUNS/{eager,lightning,fsdp2}-1b.json):
+usage: summary.py perf RUNS WARMUP BATCH...
+                                     per batch B, tessera (RUNS/tessera-1b-bB.jsonl) against the peers
+                                     (RUNS/{eager,lightning,fsdp2}-1b-bB.json):
                                      ms/step and tokens/s over the steps after WARMUP, the ratio to the eager loop, MFU
                                      over the GEMM rate measured in the same call (RUNS/gemm.json) and over 989 TFLOP/s
                                      (H100/H200 SXM bf16 dense spec), peak memory (the caching allocator's peak)
@@ -43,16 +45,16 @@ def tessera_side(path, warmup):
             "loss": [r["loss"] for r in steps]}
 
 
-def perf(runs, warmup):
+def perf(runs, warmup, batch):
     gemm = records(os.path.join(runs, "gemm.json"))
     rate = gemm[-1]["bf16_gemm_tflops"] * 1e12 if gemm else None
     device = gemm[-1]["device"] if gemm else "?"
-    sides = [tessera_side(os.path.join(runs, "tessera-1b.jsonl"), warmup)]
+    sides = [tessera_side(os.path.join(runs, f"tessera-1b-b{batch}.jsonl"), warmup)]
     for name in ("eager", "lightning", "fsdp2"):
-        r = records(os.path.join(runs, f"{name}-1b.json"))
-        sides.append(r[-1] if r and "side" in r[-1] else {"side": name, "missing": True})
+        r = records(os.path.join(runs, f"{name}-1b-b{batch}.json"))
+        sides.append(r[-1] if r and "side" in r[-1] else {"side": name, "batch": batch, "missing": True})
     eager = next((s for s in sides if s and s.get("side") == "eager" and "tokens_per_s" in s), None)
-    print(f"## llama-1b (TinyLlama-1.1B's shape), bf16, seq 2048, AdamW, on {device}")
+    print(f"## llama-1b (TinyLlama-1.1B's shape), bf16, seq 2048, batch {batch}, AdamW, on {device}")
     print()
     if rate:
         print(f"Measured bf16 GEMM rate (8192^3, median of 20): {rate / 1e12:.0f} TFLOP/s; spec {SPEC / 1e12:.0f}.")
@@ -61,7 +63,7 @@ def perf(runs, warmup):
     print("|---|---|---|---|---|---|---|---|---|---|")
     for s in sides:
         if s is None:
-            print("| tessera | | | | | | | | | no result |")
+            print(f"| tessera | {batch} | | | | | | | | no result (see log.txt) |")
             continue
         if s.get("missing") or s.get("oom") or "tokens_per_s" not in s:
             note = "out of memory" if s.get("oom") else "no result"
@@ -117,8 +119,9 @@ def run(path, title):
 
 def main():
     if sys.argv[1] == "perf":
-        perf(sys.argv[2], int(sys.argv[3]))
-        run(os.path.join(sys.argv[2], "tessera-1b.jsonl"), "tessera llama-1b: memory by phase")
+        for batch in sys.argv[4:]:
+            perf(sys.argv[2], int(sys.argv[3]), batch)
+            run(os.path.join(sys.argv[2], f"tessera-1b-b{batch}.jsonl"), f"tessera llama-1b, batch {batch}: memory by phase")
     else:
         run(sys.argv[2], sys.argv[3])
     return 0

@@ -122,8 +122,13 @@ at::Tensor bucketize_meta(const at::Tensor& values, const at::Tensor&, bool out_
 }
 
 // A tensor with t's metadata on `device` and no storage: for asking LibTorch which attention kernel it would run.
+// target_device: from_blob would otherwise ask the CUDA driver where the (null) pointer lives, and fail.
 at::Tensor like_on(const at::Tensor& t, c10::DeviceType device) {
-  at::Tensor x = at::from_blob(nullptr, t.sizes(), t.strides(), at::TensorOptions().dtype(t.scalar_type()).device(device));
+  at::Tensor x = at::for_blob(nullptr, t.sizes())
+                     .strides(t.strides())
+                     .target_device(c10::Device(device))
+                     .options(at::TensorOptions().dtype(t.scalar_type()).device(device))
+                     .make_tensor();
   if (t.requires_grad() && at::isFloatingType(t.scalar_type())) x.set_requires_grad(true);
   return x;
 }
