@@ -3,7 +3,8 @@
 # Runs every case of bench/gpu/cases.txt with device=DEVICE (cpu or cuda), the example binaries from BIN, writing
 # OUTDIR/NAME.jsonl (the metrics file) and OUTDIR/NAME.log (the console) for each. A case's global batch is 4 rows
 # of 64 tokens: batch_size = 4 / ranks. With DEADLINE_S (seconds since the epoch), cases not started by then are
-# skipped. Exit status: the number of cases that failed to run (capped at 100).
+# skipped. TESSERA_CASES, an extended regular expression, keeps the cases whose names match it. Exit status: the
+# number of cases that failed to run (capped at 100).
 set -uo pipefail
 device=${1:?usage: cases.sh DEVICE BIN OUTDIR [DEADLINE_S]}
 bin=${2:?usage: cases.sh DEVICE BIN OUTDIR [DEADLINE_S]}
@@ -15,6 +16,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 failed=0
 while read -r name ranks _tolerance binary extra; do
   case "$name" in ''|'#'*) continue ;; esac
+  [ -n "${TESSERA_CASES:-}" ] && ! [[ "$name" =~ $TESSERA_CASES ]] && continue
   if [ "$deadline" -gt 0 ] && [ "$(date +%s)" -ge "$deadline" ]; then
     echo "cases: $name skipped (out of time)"; continue
   fi

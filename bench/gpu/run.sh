@@ -22,8 +22,14 @@
 #      loop (tessera_tests "[cuda]")
 #   5. seed 001's open-llama-7b, bf16-true, batch 4, seq 512, 3 steps, on one GPU (predicted against measured)
 #   6. nsys profile of 5 tessera llama-1b steps, the top kernels (only when nsys is installed)
+#
+# TESSERA_GPU_SECTIONS picks sections (default all: "smoke gemm perf profile cases nccl seed001 nsys"), e.g. a short
+# call after a change: TESSERA_GPU_SECTIONS="perf cases" TESSERA_GPU_BATCHES=16 TESSERA_GPU_PEERS=eager
+# TESSERA_GPU_CASES='^llama-' (an extended regular expression over case names).
 set -uo pipefail
 out=${1:-${OUT:?usage: run.sh OUT}}
+sections=" ${TESSERA_GPU_SECTIONS:-smoke gemm perf profile cases nccl seed001 nsys} "
+want() { [[ "$sections" == *" $1 "* ]]; }
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -79,9 +85,12 @@ if [ -n "$missing" ] || ! "$bin/examples/llama-fp32" --help >/dev/null 2>&1; the
 fi
 gib() { python3 -c "print(f'{$1 / 2**30:.2f}')"; }
 
+if want smoke; then
 section "1. smoke"
 step smoke 60 "$bin/examples/llama-fp32" model=tiny max_steps=2 device=cuda predict=false | tail -4
+fi
 
+if want gemm; then
 section "2. GEMM rate"
 step gemm 60 python3 - <<'EOF' | tee "$runs/gemm.json"
 import json, torch
@@ -94,17 +103,19 @@ for _ in range(20):
 t = sorted(times)[len(times) // 2]
 print(json.dumps({"bf16_gemm_tflops": 2 * 8192**3 / t / 1e12, "device": torch.cuda.get_device_name()}))
 EOF
+fi
 
-section "3. performance: llama-1b, bf16, seq 2048"
 mem_gb=$(python3 -c 'import torch; print(torch.cuda.get_device_properties(0).total_memory // 2**30)')
 batches=${TESSERA_GPU_BATCHES:-$([ "$mem_gb" -ge 100 ] && echo "16 24" || echo "8")}
 steps=10 warmup=3
+if want perf; then
+section "3. performance: llama-1b, bf16, seq 2048"
 for batch in $batches; do
   echo "batch $batch, $steps timed steps after $warmup warm-up steps"
   step "tessera-1b-b$batch" 120 "$bin/examples/llama-bf16true" model=llama-1b seq_len=2048 batch_size="$batch" \
     max_steps=$((steps + warmup)) lr=1e-4 device=cuda metrics="$runs/tessera-1b-b$batch.jsonl" >"$runs/tessera-1b-b$batch.log" 2>&1
   grep -v '^  [a-z_]* *|' "$runs/tessera-1b-b$batch.log" | grep -v '^  step [0-9]* micro' | tail -8
-  for side in eager lightning fsdp2; do
+  for side in ${TESSERA_GPU_PEERS:-eager lightning fsdp2}; do
     step "$side-1b-b$batch" 120 python3 "$root/bench/gpu/peers.py" "$side" --config "$root/bench/gpu/llama-1b.config.json" \
       --batch "$batch" --seq-len 2048 --steps "$steps" --warmup "$warmup" >"$runs/$side-1b-b$batch.out" 2>&1 ||
       tail -8 "$runs/$side-1b-b$batch.out"
@@ -112,31 +123,40 @@ for batch in $batches; do
   done
 done
 python3 "$root/bench/gpu/summary.py" perf "$runs" "$warmup" $batches | tee -a "$summary"
+fi
 first=${batches%% *}
+if want profile; then
 # Where the eager loop's step goes (torch.profiler, 2 steps after the timed ones): kernel time by kind against the
 # wall time. tessera runs the same LibTorch kernels, so this says what is left to fuse.
 step profile-eager 90 python3 "$root/bench/gpu/peers.py" eager --config "$root/bench/gpu/llama-1b.config.json" \
   --batch "$first" --seq-len 2048 --steps 3 --warmup 2 --profile "$out/profile_eager.txt" >"$runs/profile-eager.out" 2>&1 ||
   tail -8 "$runs/profile-eager.out"
 head -40 "$out/profile_eager.txt" 2>/dev/null | cut -c1-220
+fi
 
+if want cases; then
 section "4. correctness on CUDA"
-step cases 200 "$root/bench/gpu/cases.sh" cuda "$bin/examples" "$runs/cases" "$((deadline - 90))"
+TESSERA_CASES="${TESSERA_GPU_CASES:-}" step cases 200 "$root/bench/gpu/cases.sh" cuda "$bin/examples" "$runs/cases" "$((deadline - 90))"
 echo >>"$summary"; echo "## CUDA losses against CPU (bench/gpu/cases.sh)" >>"$summary"
-python3 "$root/bench/gpu/losses.py" compare "$root/bench/gpu/refs_cpu.json" "$runs/cases" | tee -a "$summary"
+TESSERA_CASES="${TESSERA_GPU_CASES:-}" python3 "$root/bench/gpu/losses.py" compare "$root/bench/gpu/refs_cpu.json" "$runs/cases" | tee -a "$summary"
+fi
+if want nccl; then
 step nccl 60 mpirun -np 1 "$bin/tests/tessera_nccl_tests" </dev/null 2>&1 | tail -4
 echo "- tessera_nccl_tests (NcclCommunicator, one rank): rc=${PIPESTATUS[0]}" >>"$summary"
 step adam8bit-cuda 60 "$bin/tests/tessera_tests" "[cuda]" 2>&1 | tail -6
 echo "- tessera_tests [cuda] (Adam8bit's CUDA kernel against its CPU loop): rc=${PIPESTATUS[0]}" >>"$summary"
+fi
 
+if want seed001; then
 section "5. seed 001: open-llama-7b, bf16-true, batch 4, seq 512"
 step seed001-7b 150 "$bin/examples/llama-bf16true" model=open-llama-7b seq_len=512 batch_size=4 max_steps=3 \
   lr=1e-4 device=cuda metrics="$runs/seed001-7b.jsonl" >"$runs/seed001-7b.log" 2>&1
 grep -v '^  [a-z_]* *|' "$runs/seed001-7b.log" | tail -22
 python3 "$root/bench/gpu/summary.py" run "$runs/seed001-7b.jsonl" "seed 001 open-llama-7b" | tee -a "$summary"
+fi
 
 section "6. profile"
-if command -v nsys >/dev/null 2>&1; then
+if want nsys && command -v nsys >/dev/null 2>&1; then
   step nsys 90 nsys profile -o /tmp/tessera-1b -f true --stats=false "$bin/examples/llama-bf16true" model=llama-1b \
     seq_len=2048 batch_size="$first" max_steps=5 lr=1e-4 device=cuda predict=false >/dev/null 2>&1
   step nsys-stats 60 nsys stats -r cuda_gpu_kern_sum,cuda_api_sum -f csv -o /tmp/tessera-1b-stats /tmp/tessera-1b.nsys-rep >/dev/null 2>&1

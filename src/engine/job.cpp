@@ -1,5 +1,6 @@
-// implements: engine/job.hpp, over tessera::dist::World when tessera is built with MPI.
+// implements: engine/job.hpp and engine/target.hpp, over tessera::dist::World when tessera is built with MPI.
 #include "tessera/engine/job.hpp"
+#include "tessera/engine/target.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -130,6 +131,12 @@ DryRunScope::~DryRunScope() { job::dry_run_ref().reset(); }
 std::optional<c10::DeviceType> DryRunScope::active_target() {
   const auto& dry = job::dry_run_ref();
   return dry ? std::optional<c10::DeviceType>(dry->target) : std::nullopt;
+}
+
+c10::DeviceType kernel_target(const at::Tensor& t) {
+  if (t.is_meta())
+    if (const auto target = DryRunScope::active_target()) return *target;
+  return t.device().type();
 }
 
 bool launched_by_mpi() {

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "tessera/engine/target.hpp"
 #include "tessera/models/stack_program.hpp"
 
 #include <cmath>
@@ -12,8 +13,13 @@
 namespace tessera::models {
 namespace {
 
-// HF LlamaRMSNorm: normalise in fp32, cast back, then scale: weight * (x / rms(x)).to(dtype).
+// HF LlamaRMSNorm: normalise in fp32, cast back, then scale: weight * (x / rms(x)).to(dtype). On CUDA, LibTorch's
+// fused kernel does the first part in one pass (fp32 inside, one rounding to x's dtype, as HF's cast) and its
+// backward in another; it saves x and the fp32 1/rms per row where the op-by-op form saves an fp32 copy of x.
+// The weight stays outside, so the rounding is HF's on both devices.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  if (kernel_target(x) == c10::DeviceType::CUDA)
+    return weight * std::get<0>(at::_fused_rms_norm(x, {x.size(-1)}, std::nullopt, eps));
   const at::Tensor h = x.to(at::kFloat);
   const at::Tensor normed = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
   return weight * normed.to(x.scalar_type());

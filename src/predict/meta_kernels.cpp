@@ -3,9 +3,10 @@
 // the output's shape and dtype, as the real kernel allocates it. Scaled dot-product attention on meta tensors picks
 // the backend the target device would (LibTorch's own choice, asked with storage-less tensors of the same shapes),
 // so the autograd graph saves what the real one does: output and log-sum-exp for the fused kernels, the attention
-// weights for the math path.
+// weights for the math path. LibTorch's fused RMSNorm (a CUDA kernel) saves what its CUDA autograd node does.
 #include <ATen/ATen.h>
 #include <c10/core/DispatchKey.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <array>
@@ -162,6 +163,37 @@ at::Tensor sdpa_autograd_meta(const at::Tensor& q, const at::Tensor& k, const at
   return std::get<0>(at::_scaled_dot_product_attention_math(q, k, v, m, dropout, causal, std::nullopt, scale, gqa));
 }
 
+// LibTorch's fused RMSNorm as its CUDA kernel runs it (models/llama.cpp calls it only for CUDA targets): the output
+// in the input's dtype and the fp32 1/rms per row; autograd saves the input and that (FusedRmsNormBackward0), and
+// the backward allocates the input's gradient. On meta tensors LibTorch would decompose it into the op-by-op form,
+// which saves an fp32 copy of the input instead.
+struct FusedRmsNormOnMeta : torch::autograd::Function<FusedRmsNormOnMeta> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input,
+                                                int64_t normalized_dims) {
+    std::vector<int64_t> row = input.sizes().vec();
+    for (int64_t i = 0; i < normalized_dims && !row.empty(); ++i) row[row.size() - 1 - static_cast<std::size_t>(i)] = 1;
+    at::Tensor rstd = at::empty(row, input.options().dtype(at::kFloat));
+    ctx->save_for_backward({input, rstd});
+    ctx->mark_non_differentiable({rstd});
+    return {at::empty_like(input), rstd};
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list /*grads*/) {
+    const auto saved = ctx->get_saved_variables();
+    return {at::empty_like(saved[0]), at::Tensor()};
+  }
+};
+
+std::tuple<at::Tensor, at::Tensor> fused_rms_norm_autograd_meta(const at::Tensor& input, c10::IntArrayRef shape,
+                                                               const std::optional<at::Tensor>& weight,
+                                                               std::optional<double>) {
+  TORCH_CHECK(DryRunScope::active_target() == c10::DeviceType::CUDA,
+              "tessera's dry run models _fused_rms_norm for CUDA targets only (its CPU form is the op-by-op one)");
+  TORCH_CHECK(!weight || !weight->defined(), "tessera's dry run models _fused_rms_norm without a weight");
+  auto out = FusedRmsNormOnMeta::apply(input, static_cast<int64_t>(shape.size()));
+  return {out[0], out[1]};
+}
+
 bool has_kernel(const char* name, const char* overload, c10::DispatchKey key) {
   const auto op = c10::Dispatcher::singleton().findSchema({name, overload});
   return op && op->hasKernelForDispatchKey(key);
@@ -198,6 +230,7 @@ void register_meta_kernels() {
     if (missing("aten::bucketize", "Tensor")) meta->impl("bucketize.Tensor", bucketize_meta);
     auto* autograd = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::AutogradMeta, __FILE__, __LINE__);
     autograd->impl("scaled_dot_product_attention", sdpa_autograd_meta);
+    autograd->impl("_fused_rms_norm", fused_rms_norm_autograd_meta);
   });
 }
 
