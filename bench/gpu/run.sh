@@ -136,7 +136,10 @@ fi
 
 if want cases; then
 section "4. correctness on CUDA"
-TESSERA_CASES="${TESSERA_GPU_CASES:-}" step cases 200 "$root/bench/gpu/cases.sh" cuda "$bin/examples" "$runs/cases" "$((deadline - 90))"
+reserve=10  # seconds kept for the sections after the cases
+want nccl && reserve=$((reserve + 10))
+want seed001 && reserve=$((reserve + 60))
+TESSERA_CASES="${TESSERA_GPU_CASES:-}" step cases 200 "$root/bench/gpu/cases.sh" cuda "$bin/examples" "$runs/cases" "$((deadline - reserve))"
 echo >>"$summary"; echo "## CUDA losses against CPU (bench/gpu/cases.sh)" >>"$summary"
 TESSERA_CASES="${TESSERA_GPU_CASES:-}" python3 "$root/bench/gpu/losses.py" compare "$root/bench/gpu/refs_cpu.json" "$runs/cases" | tee -a "$summary"
 fi
