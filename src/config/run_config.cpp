@@ -93,27 +93,36 @@ void require_not_an_input(Problems& p, const RunConfig& cfg, std::string_view ke
                                 ", an input of this run; write outputs elsewhere");
 }
 
-void check_outputs(Problems& p, const RunConfig& cfg) {
-  if (!cfg.metrics.empty()) {
-    std::error_code ec;
-    const auto status = std::filesystem::status(cfg.metrics, ec);
-    const bool names_dir = cfg.metrics.back() == '/' || std::filesystem::is_directory(status);
-    if (names_dir) {
-      p.require(false, "metrics", "names a directory; give the path of a file, e.g. metrics=run.jsonl");
-    } else if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
-      p.require(false, "metrics",
-                "exists and is not a regular file (a device, FIFO or socket); give the path of a file to create "
-                "or replace");
-    } else {
-      require_writable_parent(p, "metrics", cfg.metrics);
-    }
-    require_not_an_input(p, cfg, "metrics", cfg.metrics);
-    if (!cfg.save_dir.empty() && is_within(cfg.metrics, cfg.save_dir))
-      p.require(false, "metrics",
-                resolved_path(cfg.metrics) == resolved_path(cfg.save_dir)
-                    ? "is also save_dir; give the metrics file and the saved weights different paths"
-                    : "is inside save_dir=" + cfg.save_dir + ", which is written whole at the end; put it elsewhere");
+// A file a run writes (metrics=, trace=): not a directory or a special file, in a writable directory, not an input,
+// not inside save_dir.
+void check_output_file(Problems& p, const RunConfig& cfg, const std::string& key, const std::string& path,
+                       std::string_view example) {
+  if (path.empty()) return;
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  const bool names_dir = path.back() == '/' || std::filesystem::is_directory(status);
+  if (names_dir) {
+    p.require(false, key, "names a directory; give the path of a file, e.g. " + key + "=" + std::string(example));
+  } else if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    p.require(false, key,
+              "exists and is not a regular file (a device, FIFO or socket); give the path of a file to create "
+              "or replace");
+  } else {
+    require_writable_parent(p, key, path);
   }
+  require_not_an_input(p, cfg, key, path);
+  if (!cfg.save_dir.empty() && is_within(path, cfg.save_dir))
+    p.require(false, key,
+              resolved_path(path) == resolved_path(cfg.save_dir)
+                  ? "is also save_dir; give the " + key + " file and the saved weights different paths"
+                  : "is inside save_dir=" + cfg.save_dir + ", which is written whole at the end; put it elsewhere");
+}
+
+void check_outputs(Problems& p, const RunConfig& cfg) {
+  check_output_file(p, cfg, "metrics", cfg.metrics, "run.jsonl");
+  check_output_file(p, cfg, "trace", cfg.trace, "run.trace.json");
+  if (!cfg.metrics.empty() && !cfg.trace.empty() && resolved_path(cfg.metrics) == resolved_path(cfg.trace))
+    p.require(false, "trace", "is also metrics=" + cfg.metrics + "; give the trace and the metrics different files");
   if (!cfg.save_dir.empty()) {
     const std::filesystem::path dir = normalized_path(cfg.save_dir);
     const std::string name = dir.filename().string();

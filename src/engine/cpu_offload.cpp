@@ -6,6 +6,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/engine/runtime.hpp"
+#include "tessera/report/timeline.hpp"
 
 namespace tessera {
 namespace {
@@ -13,6 +14,8 @@ namespace {
 at::TensorOptions host(c10::ScalarType dtype, c10::Device device) {
   return at::TensorOptions().dtype(dtype).device(host_of(device)).pinned_memory(device.is_cuda());
 }
+
+std::int64_t bytes_of(const at::Tensor& t) { return t.defined() ? static_cast<std::int64_t>(t.nbytes()) : 0; }
 
 std::int64_t sum_bytes(const std::vector<at::Tensor>& ts) {
   std::int64_t n = 0;
@@ -46,6 +49,7 @@ CpuOffload::CpuOffload(const std::vector<at::Tensor>& slices, bool slices_are_ma
 }
 
 void CpuOffload::grad_ready(std::size_t unit, const at::Tensor& device_grad) {
+  const timeline::Scope timed(timeline::Kind::d2h, static_cast<std::int64_t>(unit), bytes_of(grads_[unit]));
   grads_[unit].copy_(device_grad, /*non_blocking=*/true);
   arrived_[unit] = true;
 }
@@ -63,6 +67,7 @@ void CpuOffload::wait_grads() {
 
 void CpuOffload::push(std::size_t unit, at::Tensor& device_slice, bool staging_filled) {
   if (!owns_masters_) return;
+  const timeline::Scope timed(timeline::Kind::h2d, static_cast<std::int64_t>(unit), bytes_of(device_slice));
   if (!staging_[unit].defined()) {
     device_slice.copy_(masters_[unit]);
     return;

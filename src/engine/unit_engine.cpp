@@ -7,15 +7,22 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
-#include "tessera/engine/storage.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/engine/storage.hpp"
+#include "tessera/report/timeline.hpp"
 
 namespace tessera {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
+
+// The unit a call's timeline events are named by: its own (first) unit; -1 for a call without parameters.
+std::int64_t own_unit(const UnitCall& call) {
+  return call.units.empty() ? -1 : static_cast<std::int64_t>(call.units.front());
+}
 
 // One call of the forward. Its inputs are the call's input tensors, the engine's anchor leaf (so the output
 // requires grad even when no input does, as for the embedding's token ids) and, as integers, the engine and the
@@ -166,7 +173,14 @@ void UnitEngine::start_gather(std::size_t u) {
   Gathered& g = gathered_[u];
   storage::restore_storage(g.full, static_cast<std::size_t>(g.full.numel() * element_bytes(plan_.compute_dtype)));
   const at::Tensor& shard = store_.flat_param(u);
-  g.send = shard.to(plan_.device, plan_.compute_dtype, /*non_blocking=*/true);
+  {
+    // OffloadParams: the shard comes from host memory (traced as a copy; on one device, a cast).
+    std::optional<timeline::Scope> copy;
+    if (shard.device() != plan_.device)
+      copy.emplace(timeline::Kind::h2d, static_cast<std::int64_t>(u),
+                   shard.numel() * static_cast<std::int64_t>(element_bytes(plan_.compute_dtype)));
+    g.send = shard.to(plan_.device, plan_.compute_dtype, /*non_blocking=*/true);
+  }
   g.work = comms_.shard.all_gather_async(g.send, write_alias(g.full));
   g.in_flight = true;
 }
@@ -237,6 +251,7 @@ at::Tensor UnitEngine::forward_call(std::size_t c, at::TensorList inputs) {
     st.inputs.push_back(std::move(leaf));
   }
   at::Tensor out;
+  const timeline::Scope timed(timeline::Kind::forward, own_unit(spec));
   if (spec.checkpointed) {
     at::NoGradGuard no_graph;
     out = fn_(c, st.inputs, call_params(c, fulls));
@@ -268,6 +283,7 @@ std::vector<at::Tensor> UnitEngine::backward_call(std::size_t c, const at::Tenso
   for (std::size_t u : spec.units) fulls.push_back(acquire(u));
   if (c > 0) prefetch_call(c - 1);
 
+  std::optional<timeline::Scope> timed(std::in_place, timeline::Kind::backward, own_unit(spec));
   at::Tensor out = st.out;
   std::vector<std::vector<at::Tensor>> leaves = std::move(st.leaves);
   if (spec.checkpointed) {
@@ -302,6 +318,7 @@ std::vector<at::Tensor> UnitEngine::backward_call(std::size_t c, const at::Tenso
       next += n;
     }
   }
+  timed.reset();
   st = CallState{};
   out = at::Tensor();
   leaves.clear();

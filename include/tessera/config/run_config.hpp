@@ -50,6 +50,7 @@ struct RunConfig {
   double beta1 = 0.9;
   double beta2 = 0.999;
   std::string metrics;
+  std::string trace;
   std::string save_dir;
   double bucket_cap_mb = 25.0;
   std::int64_t shard_group_size = 0;
@@ -82,7 +83,7 @@ std::optional<std::int64_t> parse_bytes(std::string_view text);
 template <>
 struct config_fields<RunConfig> {
   static constexpr std::string_view title = "run config";
-  static constexpr std::array<FieldDoc, 43> docs{{
+  static constexpr std::array<FieldDoc, 44> docs{{
       {"model",
        "model preset of the experiment's model family (--help lists them, e.g. tiny); ignored when model_dir "
        "is set"},
@@ -118,6 +119,10 @@ struct config_fields<RunConfig> {
       {"beta1", "AdamW/Adam8bit: decay of the first moment, in [0, 1) (torch's default 0.9)"},
       {"beta2", "AdamW/Adam8bit: decay of the second moment, in [0, 1) (torch's default 0.999; litgpt's 0.95)"},
       {"metrics", "JSONL file to write per-step metrics to; empty = no metrics file"},
+      {"trace",
+       "Chrome trace (JSON, opens in Perfetto) to write: one lane per rank with each step, micro-step, unit's "
+       "forward and backward, collective (with bytes), optimizer step and offload copy; on CUDA each event "
+       "synchronizes the device, so a traced run is slower; empty = no trace"},
       {"save_dir", "dir to write the final weights to as a Hugging Face dir; empty = do not save"},
       {"bucket_cap_mb", "Ddp/Zero1: MiB of gradients per all-reduce bucket, > 0"},
       {"shard_group_size",

@@ -190,6 +190,10 @@ RunSummary Trainer<Exp>::run(std::optional<std::int64_t> predicted_peak) {
                       "computes on " + runtime_.device.str() + ", whose own memory is its limit; leave max_memory "
                       "empty (device_memory= sizes --dry-run's verdict)");
   if (limit) memory::set_cpu_limit(*limit);
+  if (!cfg_.trace.empty()) {  // ranks start their clocks together
+    if (dist::AnyCommunicator world = engine_.comms().world; world.size() > 1) world.barrier();
+    timeline::start(runtime_.device);
+  }
   try {
     for (std::int64_t s = 0; s < steps; ++s) {
       summary.steps.push_back(train_step(s));
@@ -201,6 +205,7 @@ RunSummary Trainer<Exp>::run(std::optional<std::int64_t> predicted_peak) {
   }
   memory::set_cpu_limit(0);
   const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const nlohmann::json trace = cfg_.trace.empty() ? nlohmann::json() : gather_trace();
   std::optional<StagedDir> saved = stage_save();
   const std::int64_t own_peak = memory::allocator_stats(runtime_.device).peak;
   std::int64_t peak = own_peak;
@@ -226,6 +231,7 @@ RunSummary Trainer<Exp>::run(std::optional<std::int64_t> predicted_peak) {
   reporter_.done(train_s, peak, extra);
   // Outputs take their names only now that both are complete: no run leaves one without the other.
   if (saved) naming_save_dir([&] { saved->commit(); });
+  if (!trace.is_null()) timeline::write_chrome_trace(cfg_.trace, trace);
   reporter_.commit();
   // The seeds' last line, then tessera's figures.
   char line[240];

@@ -43,6 +43,7 @@
 #include "tessera/memory/allocator_stats.hpp"
 #include "tessera/report/mfu.hpp"
 #include "tessera/report/reporter.hpp"
+#include "tessera/report/timeline.hpp"
 #include <nlohmann/json.hpp>
 
 namespace tessera {
@@ -97,7 +98,7 @@ class Trainer {
                offloads_parameters && runtime_.device.is_cuda(), units_.size()),
         context_(Model::make_context(model_, cfg_.seq_len, Precision::compute_dtype, runtime_.device)),
         engine_(store_, shard_plan<Sharding, Precision>(cfg_, runtime_.device),
-                job::communicators(static_cast<int>(group_size_), runtime_.device), unit_calls(),
+                traced(cfg_, job::communicators(static_cast<int>(group_size_), runtime_.device)), unit_calls(),
                 [this](std::size_t c, std::span<const at::Tensor> inputs, const std::vector<std::vector<at::Tensor>>& p) {
                   return adapters_.compute(context_, c, inputs, p, position_);
                 },
@@ -159,6 +160,7 @@ class Trainer {
     const double micro_weight = 1.0 / static_cast<double>(accumulate);
     at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(runtime_.device));
     for (std::int64_t m = 0; m < accumulate; ++m) {
+      const timeline::Scope timed(timeline::Kind::micro_step, m);
       position_.step = step;
       position_.micro = m;
       const Batch batch = data_.batch(step, m, runtime_.rank, runtime_.device);
@@ -178,12 +180,14 @@ class Trainer {
   // One optimizer step on the accumulated gradients, then frees them. Returns false when loss scaling
   // found inf/nan gradients (on any rank) and skipped the update.
   bool apply_gradients() {
+    const timeline::Scope timed(timeline::Kind::optimizer);
     const bool applied = update_.apply(StepHyper{lr(), weight_decay(), cfg_.beta1, cfg_.beta2});
     engine_.release_grads();
     return applied;
   }
 
   StepResult train_step(std::int64_t step) {
+    const timeline::Scope timed(timeline::Kind::step, step);
     const auto start = std::chrono::steady_clock::now();
     StepResult r;
     r.step = step;
@@ -295,6 +299,36 @@ class Trainer {
     io::CheckpointDir dir = io::CheckpointDir::open(cfg.model_dir);
     ParamStore::check_loadable(Model::parameters(model), dir);
     return dir;
+  }
+
+  // trace=: the engine's collectives report to the timeline (report/timeline.hpp); nothing else changes.
+  static UnitComms traced(const RunConfig& cfg, UnitComms comms) {
+    if (cfg.trace.empty()) return comms;
+    const auto wrap = [](dist::AnyCommunicator c) {
+      return c.empty() ? c : dist::AnyCommunicator::of(dist::TracedCommunicator(std::move(c), timeline::collective_sink()));
+    };
+    return UnitComms{wrap(comms.world), wrap(comms.shard), wrap(comms.replica)};
+  }
+
+  // Stops the timeline and gathers every rank's events to rank 0 as one Chrome trace (other ranks: null).
+  // Collective: every rank sends as many rows as the busiest one (gather_to_root takes records of one length).
+  nlohmann::json gather_trace() const {
+    timeline::stop();
+    const std::vector<timeline::Event>& mine = timeline::events();
+    at::Tensor rows = at::full({1}, static_cast<std::int64_t>(mine.size()),
+                               at::TensorOptions().dtype(at::kLong).device(runtime_.device));
+    dist::AnyCommunicator world = engine_.comms().world;
+    if (world.size() > 1) world.all_reduce(rows, dist::ReduceOp::max);
+    const auto n = static_cast<std::size_t>(rows.item<std::int64_t>());
+    const std::vector<std::int64_t> all = job::gather_to_root(timeline::encode(mine, n));
+    if (runtime_.rank != 0) return nullptr;
+    const std::size_t width = n * timeline::encoded_width;
+    std::vector<std::vector<timeline::Event>> per_rank(static_cast<std::size_t>(runtime_.world_size));
+    for (std::size_t r = 0; width > 0 && r < per_rank.size(); ++r)
+      per_rank[r] = timeline::decode(std::span<const std::int64_t>(all).subspan(r * width, width));
+    std::vector<std::string> names;
+    for (const models::UnitInfo& u : units_) names.push_back(u.module);
+    return timeline::chrome_trace(per_rank, names);
   }
 
   // The mean over ranks of a scalar (every rank gets it), through the engine's world communicator.
