@@ -22,9 +22,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Events kept per rank (40 bytes each: 40 MB); a longer run keeps its first ones and says so once. Perfetto
+// struggles well before this; trace a few steps (max_steps=) rather than a whole run.
+constexpr std::size_t max_events = 1'000'000;
+
 struct Recorder {
   bool on = false;
   bool cuda = false;
+  bool warned = false;
   Clock::time_point origin{};
   std::vector<Event> events;
 };
@@ -92,6 +97,7 @@ std::string_view kind_name(Kind kind) {
 void start(c10::Device device) {
   Recorder& r = recorder();
   r.events.clear();
+  r.warned = false;
   r.cuda = device.is_cuda();
   sync_device();
   r.origin = Clock::now();
@@ -108,7 +114,15 @@ bool enabled() { return recorder().on; }
 std::int64_t now_us() { return since_origin(Clock::now()); }
 
 void record(const Event& event) {
-  if (recorder().on) recorder().events.push_back(event);
+  Recorder& r = recorder();
+  if (!r.on) return;
+  if (r.events.size() < max_events) {
+    r.events.push_back(event);
+  } else if (!r.warned) {
+    std::fprintf(stderr, "[trace] %zu events recorded on this rank; later ones are not (trace fewer steps)\n",
+                 max_events);
+    r.warned = true;
+  }
 }
 
 const std::vector<Event>& events() { return recorder().events; }

@@ -42,6 +42,17 @@ TEST_CASE("timeline records scopes and collectives only between start and stop",
   for (const tl::Event& e : ev) CHECK(e.begin_us <= e.end_us);
 }
 
+TEST_CASE("timeline keeps a rank's first million events and drops the rest", "[report]") {
+  tl::start(c10::Device(c10::kCPU));
+  for (std::int64_t i = 0; i < 1'000'005; ++i) tl::record(tl::Event{tl::Kind::forward, i, 0, i, i});
+  tl::stop();
+  REQUIRE(tl::events().size() == 1'000'000);
+  CHECK(tl::events().back().index == 999'999);
+  tl::start(c10::Device(c10::kCPU));  // a new recording starts empty
+  CHECK(tl::events().empty());
+  tl::stop();
+}
+
 TEST_CASE("timeline events survive encode and decode; padding rows are dropped", "[report]") {
   const std::vector<tl::Event> ev{{tl::Kind::all_gather, -1, 123, 10, 20}, {tl::Kind::backward, 4, 0, 30, 45}};
   const std::vector<std::int64_t> rows = tl::encode(ev, 5);
