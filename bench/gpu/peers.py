@@ -65,17 +65,22 @@ def sync(device):
         torch.cuda.synchronize()
 
 
+def train_step(model, x, optimizer):
+    """One step as an eager loop writes it; returns the loss, read (which synchronizes the device)."""
+    loss = loss_of(model, x)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.item()
+
+
 def plain_loop(model, cfg, args, device, optimizer):
     losses, data, t0 = [], batches(cfg, args, device), None
     for step in range(args.warmup + args.steps):
         if step == args.warmup:
             sync(device)
             t0 = time.perf_counter()
-        loss = loss_of(model, next(data))
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        losses.append(loss.item())
+        losses.append(train_step(model, next(data), optimizer))
     sync(device)
     return losses, time.perf_counter() - t0
 
@@ -92,24 +97,22 @@ def run_eager(args, device):
 def profile(model, cfg, args, device, optimizer, steps=2):
     """torch.profiler over `steps` more steps: the device's kernel time by kind against the wall time, and the top
     kernels, written to args.profile."""
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile as prof
     data = batches(cfg, args, device)
     sync(device)
     with prof(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
         t0 = time.perf_counter()
         for _ in range(steps):
-            loss = loss_of(model, next(data))
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            loss.item()
+            train_step(model, next(data), optimizer)
         sync(device)
         wall = time.perf_counter() - t0
     kinds = {}
     total = 0.0
     for e in p.key_averages():
+        # Kernels only: an operator's row (aten::mm) repeats the device time of the kernels it launched.
         t = getattr(e, "self_device_time_total", 0) or 0
-        if t <= 0:
+        if t <= 0 or e.device_type != DeviceType.CUDA:
             continue
         name = e.key.lower()
         kind = ("gemm" if any(k in name for k in ("gemm", "cutlass", "sm90_xmma", "nvjet", "cublas")) else
