@@ -9,6 +9,7 @@
 #     libopenmpi-dev openmpi-bin        Open MPI 4.1: rank bootstrap and the MPI communicator (tessera/dist)
 #     python3-venv                      the project's Python environment
 #     chromium                          headless rendering of tessera-report pages (tests/report)
+#     clang libclang-rt-14-dev          libFuzzer, ASan and UBSan: the fuzz targets and sanitized tests (tests/fuzz)
 #   From PyPI, into .venv/ (scripts/requirements.txt, pinned):
 #     torch 2.11 (LibTorch: its headers, libraries and CMake config; CMake asks .venv/bin/python for it) with the
 #     CUDA 13.0 toolkit wheels its config needs (nvcc, runtime, CCCL, NCCL), and the libraries tessera is
@@ -17,7 +18,7 @@
 #     (scripts/requirements-nodeps.txt), litgpt 0.5.7, whose Alpaca rows tests/reference/check_text_data.py reads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-packages=(cmake ninja-build g++ ccache nlohmann-json3-dev libboost1.81-dev catch2 libopenmpi-dev openmpi-bin python3-venv libstb-dev libsentencepiece-dev chromium)
+packages=(cmake ninja-build g++ ccache nlohmann-json3-dev libboost1.81-dev catch2 libopenmpi-dev openmpi-bin python3-venv libstb-dev libsentencepiece-dev chromium clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -118,6 +118,48 @@ void check_output_file(Problems& p, const RunConfig& cfg, const std::string& key
                   : "is inside save_dir=" + cfg.save_dir + ", which is written whole at the end; put it elsewhere");
 }
 
+// checkpoint_dir, checkpoint_every, keep_last, resume (engine/train_state.hpp).
+void check_checkpoint_keys(Problems& p, const RunConfig& cfg) {
+  p.require(cfg.checkpoint_every >= 0, "checkpoint_every", "must be >= 0 (0 = only at the end and on SIGTERM/SIGUSR1)");
+  p.require(cfg.keep_last >= 0, "keep_last", "must be >= 0 (0 = keep every checkpoint)");
+  if (cfg.checkpoint_dir.empty()) {
+    p.require(cfg.checkpoint_every == 0, "checkpoint_every",
+              "needs checkpoint_dir, the directory to write checkpoints to; e.g. checkpoint_dir=ckpt");
+    p.require(cfg.keep_last == 0, "keep_last", "needs checkpoint_dir; e.g. checkpoint_dir=ckpt");
+    p.require(cfg.resume != "auto", "resume",
+              "auto resumes from checkpoint_dir's newest checkpoint and needs checkpoint_dir; e.g. checkpoint_dir=ckpt "
+              "resume=auto");
+  } else {
+    const std::filesystem::path dir = normalized_path(cfg.checkpoint_dir);
+    const std::string name = dir.filename().string();
+    std::error_code ec;
+    if (dir == dir.root_path() || name == "." || name == "..")
+      p.require(false, "checkpoint_dir", "names the root, the working directory or its parent; give a directory of "
+                                         "its own, e.g. checkpoint_dir=ckpt");
+    else if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+      p.require(false, "checkpoint_dir", "exists and is not a directory; give a directory, e.g. checkpoint_dir=ckpt");
+    else if (!std::filesystem::exists(dir, ec))
+      require_writable_parent(p, "checkpoint_dir", cfg.checkpoint_dir);
+    require_not_an_input(p, cfg, "checkpoint_dir", cfg.checkpoint_dir);
+    if (!cfg.save_dir.empty() && (is_within(cfg.checkpoint_dir, cfg.save_dir) || is_within(cfg.save_dir, cfg.checkpoint_dir)))
+      p.require(false, "checkpoint_dir", "overlaps save_dir=" + cfg.save_dir + "; give the checkpoints and the final "
+                                         "weights separate directories");
+    for (const auto& [key, file] : {std::pair<std::string_view, const std::string&>{"metrics", cfg.metrics},
+                                    std::pair<std::string_view, const std::string&>{"trace", cfg.trace}})
+      if (!file.empty() && is_within(file, cfg.checkpoint_dir))
+        p.require(false, std::string(key), "is inside checkpoint_dir=" + cfg.checkpoint_dir +
+                                               ", whose old checkpoints are deleted (keep_last); put it elsewhere");
+  }
+  if (!cfg.resume.empty() && cfg.resume != "auto")
+    p.require(is_file(std::filesystem::path(cfg.resume) / "manifest.json"), "resume",
+              is_dir(cfg.resume) ? "has no manifest.json: not a complete tessera checkpoint (a write that was cut short "
+                                   "leaves none); give a checkpoint_dir/step-N dir, or resume=auto"
+                                 : "not an existing directory; give a checkpoint_dir/step-N dir, or resume=auto");
+  p.require(std::isfinite(cfg.collective_timeout_s) && cfg.collective_timeout_s >= 0 &&
+                cfg.collective_timeout_s <= 1e7,
+            "collective_timeout_s", "must be a number of seconds from 0 (wait forever) to 10,000,000, e.g. 600");
+}
+
 void check_outputs(Problems& p, const RunConfig& cfg) {
   check_output_file(p, cfg, "metrics", cfg.metrics, "run.jsonl");
   check_output_file(p, cfg, "trace", cfg.trace, "run.trace.json");
@@ -139,6 +181,7 @@ void check_outputs(Problems& p, const RunConfig& cfg) {
               "exists and is not an empty directory; choose a new directory (saved weights are never overwritten)");
     require_not_an_input(p, cfg, "save_dir", cfg.save_dir);
   }
+  check_checkpoint_keys(p, cfg);
 }
 
 // "must be <= N (why)": every numeric key has an upper bound (config/run_config.hpp, limits).

@@ -62,7 +62,12 @@ void remove_flat_dir(const char* path) {
   ::rmdir(path);
 }
 
+std::atomic<bool> stop_enabled{false};
+std::atomic<int> stop_signal{0};
+std::atomic<void (*)(int)> stop_note{nullptr};
+
 void remove_partials(int sig) {
+  if (void (*note)(int) = stop_note.load(); note != nullptr) note(STDERR_FILENO);
   bool any = false;
   for (int i = 0; i < kSlots; ++i) {
     if (!used[i].load()) continue;
@@ -78,12 +83,35 @@ void remove_partials(int sig) {
   std::raise(sig);
 }
 
+// The first SIGTERM/SIGUSR1 while stopping is enabled asks for a stop; anything else ends the process.
+void on_signal(int sig) {
+  if ((sig == SIGTERM || sig == SIGUSR1) && stop_enabled.load()) {
+    int none = 0;
+    if (stop_signal.compare_exchange_strong(none, sig)) {
+      say(sig == SIGTERM ? "tessera: SIGTERM" : "tessera: SIGUSR1");
+      say(": checkpointing at the end of this step, then stopping (send it again to stop at once)\n");
+      if (void (*note)(int) = stop_note.load(); note != nullptr) note(STDERR_FILENO);
+      return;
+    }
+  }
+  if (sig == SIGUSR1 && !stop_enabled.load()) {  // its default action, as if never caught
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  remove_partials(sig);
+}
+
+void install_handlers() {
+  std::call_once(handlers_installed, [] {
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) std::signal(sig, on_signal);
+  });
+}
+
 void add(const std::filesystem::path& path, bool is_dir) {
   const std::string s = std::filesystem::absolute(path).string();
   if (s.size() >= kPathMax) return;
-  std::call_once(handlers_installed, [] {
-    for (int sig : {SIGTERM, SIGINT, SIGHUP}) std::signal(sig, remove_partials);
-  });
+  install_handlers();
   std::lock_guard lock(table_mutex);
   for (int i = 0; i < kSlots; ++i)
     if (!used[i].load()) {
@@ -107,6 +135,15 @@ void remove_entry(const std::filesystem::path& path) {
 }  // namespace
 
 void register_partial_file(const std::filesystem::path& path) { add(path, false); }
+
+void catch_stop_signals(bool enabled, void (*note)(int fd)) {
+  stop_note.store(note);
+  stop_enabled.store(enabled);
+  if (!enabled) stop_signal.store(0);
+  install_handlers();
+}
+
+bool stop_requested() { return stop_signal.load() != 0; }
 
 void unregister_partial_file(const std::filesystem::path& path) { remove_entry(path); }
 

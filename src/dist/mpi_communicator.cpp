@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "tessera/core/error.hpp"
+#include "tessera/dist/watchdog.hpp"
 
 namespace tessera::dist {
 
@@ -133,10 +134,14 @@ void for_each_chunk(const at::Tensor& buffer, std::int64_t max_count, Call call)
     call(base + offset * element, static_cast<int>(std::min(max_count, n - offset)));
 }
 
+// For the watchdog's message; arguments are checked later, so an undefined tensor counts 0.
+std::int64_t bytes_of(const at::Tensor& t) { return t.defined() ? static_cast<std::int64_t>(t.nbytes()) : 0; }
+
 }  // namespace
 
 MpiWork::MpiWork(MpiWork&& other) noexcept
     : what_(std::move(other.what_)),
+      bytes_(other.bytes_),
       requests_(std::exchange(other.requests_, {})),
       finish_(std::exchange(other.finish_, {})) {}
 
@@ -144,6 +149,7 @@ MpiWork& MpiWork::operator=(MpiWork&& other) {
   if (this != &other) {
     wait();
     what_ = std::move(other.what_);
+    bytes_ = other.bytes_;
     requests_ = std::exchange(other.requests_, {});
     finish_ = std::exchange(other.finish_, {});
   }
@@ -168,6 +174,7 @@ void MpiWork::run_finish() {
 
 void MpiWork::wait() {
   if (!requests_.empty()) {
+    const watchdog::Guard in_flight(what_.c_str(), bytes_);
     const int rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
     requests_.clear();
     if (rc != MPI_SUCCESS) finish_.clear();  // nothing valid to write back
@@ -238,6 +245,7 @@ MpiWork MpiCommunicator::start_all_reduce(const at::Tensor& tensor, ReduceOp op,
   check_reducible(tensor.scalar_type(), op, "all_reduce");
   MpiWork work("all_reduce");
   at::Tensor buffer = stage(tensor, reduce_dtype(tensor.scalar_type()), /*copy_in=*/true);
+  work.bytes_ = static_cast<std::int64_t>(buffer.nbytes());
   reduce_chunks(work, buffer, op, mode);
   work.finish_.push_back([tensor, buffer, op, size = size_] {
     if (op == ReduceOp::avg) buffer.div_(size);
@@ -300,6 +308,7 @@ MpiWork MpiCommunicator::start_reduce_scatter(const at::Tensor& input, const at:
   at::Tensor send = stage(input, wire, /*copy_in=*/true);
   at::Tensor receive = stage(output, wire, /*copy_in=*/false);
   MpiWork work("reduce_scatter");
+  work.bytes_ = static_cast<std::int64_t>(send.nbytes());
   const MPI_Datatype type = mpi_type(wire);
   if (mode == Mode::blocking) {
     check_mpi(MPI_Reduce_scatter_block(send.data_ptr(), receive.data_ptr(), count, type, mpi_op(op), comm_.get()),
@@ -338,6 +347,7 @@ MpiWork MpiCommunicator::start_all_gather(const at::Tensor& input, const at::Ten
   at::Tensor send = in_place ? at::Tensor() : stage(input, wire, /*copy_in=*/true);
   const void* send_ptr = in_place ? MPI_IN_PLACE : send.data_ptr();
   MpiWork work("all_gather");
+  work.bytes_ = static_cast<std::int64_t>(receive.nbytes());
   const MPI_Datatype type = mpi_type(wire);
   if (mode == Mode::blocking) {
     check_mpi(MPI_Allgather(send_ptr, count, type, receive.data_ptr(), count, type, comm_.get()), "MPI_Allgather");
@@ -360,6 +370,7 @@ MpiWork MpiCommunicator::start_broadcast(const at::Tensor& tensor, int root, Mod
                 std::to_string(size_ - 1) + ")");
   at::Tensor buffer = stage(tensor, tensor.scalar_type(), /*copy_in=*/rank_ == root);
   MpiWork work("broadcast");
+  work.bytes_ = static_cast<std::int64_t>(buffer.nbytes());
   const MPI_Datatype type = mpi_type(buffer.scalar_type());
   for_each_chunk(buffer, max_count_, [&](void* chunk, int count) {
     if (mode == Mode::blocking) {
@@ -377,21 +388,31 @@ MpiWork MpiCommunicator::start_broadcast(const at::Tensor& tensor, int root, Mod
 }
 
 void MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
+  const watchdog::Guard in_flight("all_reduce", bytes_of(tensor));
   start_all_reduce(tensor, op, Mode::blocking).wait();
 }
 void MpiCommunicator::all_reduce(std::span<const at::Tensor> tensors, ReduceOp op) {
+  std::int64_t bytes = 0;
+  for (const at::Tensor& t : tensors) bytes += bytes_of(t);
+  const watchdog::Guard in_flight("all_reduce", bytes);
   start_all_reduce(tensors, op, Mode::blocking).wait();
 }
 void MpiCommunicator::reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) {
+  const watchdog::Guard in_flight("reduce_scatter", bytes_of(input));
   start_reduce_scatter(input, output, op, Mode::blocking).wait();
 }
 void MpiCommunicator::all_gather(const at::Tensor& input, const at::Tensor& output) {
+  const watchdog::Guard in_flight("all_gather", bytes_of(output));
   start_all_gather(input, output, Mode::blocking).wait();
 }
 void MpiCommunicator::broadcast(const at::Tensor& tensor, int root) {
+  const watchdog::Guard in_flight("broadcast", bytes_of(tensor));
   start_broadcast(tensor, root, Mode::blocking).wait();
 }
-void MpiCommunicator::barrier() { check_mpi(MPI_Barrier(comm_.get()), "MPI_Barrier"); }
+void MpiCommunicator::barrier() {
+  const watchdog::Guard in_flight("barrier", 0);
+  check_mpi(MPI_Barrier(comm_.get()), "MPI_Barrier");
+}
 
 MpiWork MpiCommunicator::all_reduce_async(const at::Tensor& tensor, ReduceOp op) {
   return start_all_reduce(tensor, op, Mode::nonblocking);

@@ -131,6 +131,17 @@ void remove_stale_weight_files(const fs::path& dir, const std::set<std::string>&
 
 }  // namespace
 
+void write_text_file(const fs::path& path, const std::string& text) { write_text_atomically(path, text); }
+
+void sync_directory(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail(dir, std::string("cannot open the directory to sync it: ") + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int saved = errno;
+  ::close(fd);
+  if (rc != 0) fail(dir, std::string("fsync of the directory failed: ") + std::strerror(saved));
+}
+
 CheckpointDir CheckpointDir::open(const fs::path& dir) {
   CheckpointDir checkpoint;
   checkpoint.dir_ = dir;

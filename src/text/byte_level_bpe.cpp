@@ -44,7 +44,7 @@ void ByteLevelBpe::build(const std::filesystem::path& path, std::unordered_map<s
   for (const auto& [name, id] : vocab) {
     const auto [it, added] = id_bytes_.emplace(id, std::string());
     if (!added) {
-      const auto other = std::find_if(vocab.begin(), vocab.end(), [&](const auto& e) { return e.second == id && e.first != name; });
+      const auto other = std::find_if(vocab.begin(), vocab.end(), [&id = id, &name = name](const auto& e) { return e.second == id && e.first != name; });
       detail::fail(path, "tokens " + detail::quoted(other->first) + " and " + detail::quoted(name) + " both have id " +
                              std::to_string(id),
                    "each id names one token; the file is damaged");
@@ -61,7 +61,7 @@ void ByteLevelBpe::build(const std::filesystem::path& path, std::unordered_map<s
 
   for (std::size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [left, right] = merges[rank];
-    const auto id_of = [&](const std::string& token) {
+    const auto id_of = [&, &left = left, &right = right](const std::string& token) {  // bindings named: clang 14
       const auto it = by_name_.find(token);
       if (it == by_name_.end())
         detail::fail(merges_path, "merge " + std::to_string(rank + 1) + " (" + detail::quoted(left) + " " +

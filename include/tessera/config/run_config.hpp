@@ -52,6 +52,11 @@ struct RunConfig {
   std::string metrics;
   std::string trace;
   std::string save_dir;
+  std::string checkpoint_dir;
+  std::int64_t checkpoint_every = 0;
+  std::int64_t keep_last = 0;
+  std::string resume;
+  double collective_timeout_s = 600.0;
   double bucket_cap_mb = 25.0;
   std::int64_t shard_group_size = 0;
   ReduceDtype reduce_dtype = ReduceDtype::fp32;
@@ -83,7 +88,7 @@ std::optional<std::int64_t> parse_bytes(std::string_view text);
 template <>
 struct config_fields<RunConfig> {
   static constexpr std::string_view title = "run config";
-  static constexpr std::array<FieldDoc, 44> docs{{
+  static constexpr std::array<FieldDoc, 49> docs{{
       {"model",
        "model preset of the experiment's model family (--help lists them, e.g. tiny); ignored when model_dir "
        "is set"},
@@ -124,6 +129,19 @@ struct config_fields<RunConfig> {
        "forward and backward, collective (with bytes), optimizer step and offload copy; on CUDA each event "
        "synchronizes the device, so a traced run is slower; empty = no trace"},
       {"save_dir", "dir to write the final weights to as a Hugging Face dir; empty = do not save"},
+      {"checkpoint_dir",
+       "dir of resumable training-state checkpoints (step-N/: every rank's shard of the parameters, optimizer state "
+       "and loss scale, and a manifest; docs/checkpoints.md); with it set, SIGTERM or SIGUSR1 checkpoints at the "
+       "next step boundary and ends the run with exit 0, and the run's last step is checkpointed; empty = none"},
+      {"checkpoint_every", "checkpoint_dir: write a checkpoint every N optimizer steps; 0 = only at the end and on "
+                           "SIGTERM/SIGUSR1"},
+      {"keep_last", "checkpoint_dir: keep the newest K checkpoints and delete older ones; 0 = keep all"},
+      {"resume",
+       "a checkpoint dir (checkpoint_dir/step-N) to continue from, or auto: the newest complete checkpoint in "
+       "checkpoint_dir (none yet: start at step 0); resharded when the number of ranks differs; empty = start anew"},
+      {"collective_timeout_s",
+       "runs of several ranks: a collective that has not completed after this many seconds ends the job on every "
+       "rank, naming the rank, the collective and the step (a stuck or lost rank); 0 = wait forever"},
       {"bucket_cap_mb", "Ddp/Zero1: MiB of gradients per all-reduce bucket, > 0"},
       {"shard_group_size",
        "HybridShard: ranks per shard group, dividing the number of ranks; 0 = the ranks of one node"},

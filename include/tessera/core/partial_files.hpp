@@ -10,6 +10,13 @@
 namespace tessera {
 
 void register_partial_file(const std::filesystem::path& path);
+// Preemption (a scheduler's SIGTERM, Slurm's --signal=USR1@T): while enabled, the first SIGTERM or SIGUSR1 only
+// sets stop_requested() and says so on stderr; the run checkpoints at its next step boundary and ends. A second
+// one, or SIGINT/SIGHUP, acts as above. `note`, when given, is called in the handler to add a line about what
+// the rank was doing (async-signal-safe; dist/watchdog.hpp names the collective in flight).
+void catch_stop_signals(bool enabled, void (*note)(int fd) = nullptr);
+bool stop_requested();
+
 void unregister_partial_file(const std::filesystem::path& path);
 
 // A directory written under "<target>.partial-<pid>", beside `target` (taken as normalized_path gives it, so

@@ -22,8 +22,10 @@ namespace tessera::dist {
 class AnyWork {
  public:
   AnyWork() = default;  // nothing to wait for
-  template <WorkHandle W>
-    requires(!std::same_as<std::remove_cvref_t<W>, AnyWork>)
+  // The exclusion comes first: checking WorkHandle<AnyWork> asks whether AnyWork is movable, which would consider
+  // this constructor again (clang 14 recurses there; GCC stops).
+  template <class W>
+    requires(!std::same_as<std::remove_cvref_t<W>, AnyWork> && WorkHandle<W>)
   explicit AnyWork(W work) : impl_(std::make_unique<Impl<W>>(std::move(work))) {}
 
   void wait() {
@@ -53,8 +55,8 @@ class AnyCommunicator {
   using Work = AnyWork;
 
   AnyCommunicator() = default;  // empty: holds nothing; calls are a logic error
-  template <Communicator C>
-    requires(!std::same_as<std::remove_cvref_t<C>, AnyCommunicator>)
+  template <class C>
+    requires(!std::same_as<std::remove_cvref_t<C>, AnyCommunicator> && Communicator<C>)
   static AnyCommunicator of(C comm) {
     AnyCommunicator any;
     any.impl_ = std::make_shared<Impl<C>>(std::move(comm));

@@ -87,7 +87,8 @@ class MpiWork {
   bool pending() const { return !requests_.empty() || !finish_.empty(); }
   void run_finish();
 
-  std::string what_;                          // "all_reduce", ...: for error messages
+  std::string what_;                          // "all_reduce", ...: for error messages and the watchdog
+  std::int64_t bytes_ = 0;                    // the bytes it moves, for the watchdog's message
   std::vector<MPI_Request> requests_;         // outstanding nonblocking calls
   std::vector<std::function<void()>> finish_;  // write-back steps, run in order after the requests
 };

@@ -11,6 +11,7 @@
 
 #include "tessera/engine/seed_keys.hpp"
 #include "tessera/engine/trainer.hpp"
+#include "tessera/core/paths.hpp"
 #include "tessera/memory/counting_cpu_allocator.hpp"
 #include "tessera/predict/dry_run.hpp"
 
@@ -190,15 +191,49 @@ RunSummary Trainer<Exp>::run(std::optional<std::int64_t> predicted_peak) {
                       "computes on " + runtime_.device.str() + ", whose own memory is its limit; leave max_memory "
                       "empty (device_memory= sizes --dry-run's verdict)");
   if (limit) memory::set_cpu_limit(*limit);
+  // The collective watchdog (dist/watchdog.hpp), and preemption: with checkpoint_dir, SIGTERM/SIGUSR1 asks for a
+  // checkpoint at the next step boundary (core/partial_files.hpp). Both end with the run, however it ends.
+  const bool checkpoints = !cfg_.checkpoint_dir.empty();
+  struct Guards {
+    Guards(const RunConfig& cfg, const Runtime& rt, bool checkpoints) {
+      dist::watchdog::start(cfg.collective_timeout_s, rt.rank, rt.world_size);
+      catch_stop_signals(checkpoints, rt.world_size > 1 ? &dist::watchdog::note : nullptr);
+    }
+    ~Guards() {
+      catch_stop_signals(false);
+      dist::watchdog::stop();
+    }
+  } guards(cfg_, runtime_, checkpoints);
+  std::int64_t first = 0;
+  bool held = false;  // checkpoint_dir already holds the step this run starts at
+  if (!cfg_.resume.empty()) {
+    std::optional<std::filesystem::path> from =
+        cfg_.resume == "auto" ? train_state::newest(cfg_.checkpoint_dir) : std::filesystem::path(cfg_.resume);
+    if (from) first = resume_from(*from);
+    else reporter_.print("[checkpoint] resume=auto: no checkpoint in " + cfg_.checkpoint_dir + " yet; starting at step 0");
+    held = from && checkpoints && resolved_path(normalized_path(*from).parent_path()) == resolved_path(cfg_.checkpoint_dir);
+  }
   if (!cfg_.trace.empty()) {  // ranks start their clocks together
     if (dist::AnyCommunicator world = engine_.comms().world; world.size() > 1) world.barrier();
     timeline::start(runtime_.device);
   }
+  std::int64_t done = first;         // optimizer steps done
+  std::int64_t checkpointed = held ? first : -1;  // the last step checkpoint_dir holds from this run
+  bool stopped = false;
   try {
-    for (std::int64_t s = 0; s < steps; ++s) {
+    for (std::int64_t s = first; s < steps && !stopped; ++s) {
       summary.steps.push_back(train_step(s));
       reporter_.step(summary.steps.back(), steps);
+      done = s + 1;
+      if (!checkpoints) continue;
+      stopped = any_rank(engine_, stop_requested());  // every rank stops at the same step
+      if (stopped || (cfg_.checkpoint_every > 0 && done % cfg_.checkpoint_every == 0)) {
+        save_checkpoint(done);
+        checkpointed = done;
+      }
     }
+    if (checkpoints && checkpointed != done) save_checkpoint(done);
+    if (done == steps) stopped = false;  // the signal came in the last step: the run is complete
   } catch (const c10::OutOfMemoryError& e) {
     memory::set_cpu_limit(0);
     throw Error(out_of_memory_report(e, predicted_peak));
@@ -206,20 +241,24 @@ RunSummary Trainer<Exp>::run(std::optional<std::int64_t> predicted_peak) {
   memory::set_cpu_limit(0);
   const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const nlohmann::json trace = cfg_.trace.empty() ? nlohmann::json() : gather_trace();
-  std::optional<StagedDir> saved = stage_save();
+  // A stopped run is not finished: its weights wait for the resumed run to save them.
+  std::optional<StagedDir> saved = stopped ? std::nullopt : stage_save();
   const std::int64_t own_peak = memory::allocator_stats(runtime_.device).peak;
   std::int64_t peak = own_peak;
   for (std::int64_t p : job::gather_to_root(std::span<const std::int64_t>(&own_peak, 1))) peak = std::max(peak, p);
-  nlohmann::json extra = {{"steps", steps},
+  const auto ran = static_cast<std::int64_t>(summary.steps.size());
+  nlohmann::json extra = {{"steps", ran},
                           {"world_size", runtime_.world_size},
-                          {"tokens_per_s", static_cast<double>(tokens_per_step()) * static_cast<double>(steps) / train_s}};
+                          {"tokens_per_s", static_cast<double>(tokens_per_step()) * static_cast<double>(ran) / train_s}};
+  if (first > 0) extra["resumed_at"] = first;
+  if (stopped) extra["stopped_at"] = done;
   if (step_flops() > 0) {
     extra["flops_per_token"] = step_flops() / static_cast<double>(tokens_per_step());
     // Steps after the first (the first pays for warm-up), or the only one.
     double sum = 0;
     std::int64_t n = 0;
     for (const StepResult& r : summary.steps)
-      if (r.mfu > 0 && (r.step > 0 || steps == 1)) sum += r.mfu, ++n;
+      if (r.mfu > 0 && (r.step > first || ran == 1)) sum += r.mfu, ++n;
     if (n > 0) extra["mfu"] = sum / static_cast<double>(n);
   }
   if constexpr (Precision::loss_scaling) {
@@ -237,7 +276,7 @@ RunSummary Trainer<Exp>::run(std::optional<std::int64_t> predicted_peak) {
   char line[240];
   std::snprintf(line, sizeof line, "[done] train time: %.2f s | peak memory: %s GiB%s | %lld steps | %.1f tok/s",
                 train_s, memory::gib(peak).c_str(), runtime_.world_size > 1 ? " (highest rank)" : "",
-                static_cast<long long>(steps), extra["tokens_per_s"].template get<double>());
+                static_cast<long long>(ran), extra["tokens_per_s"].template get<double>());
   std::string done_line = line;
   if (extra.contains("mfu")) {
     std::snprintf(line, sizeof line, " | MFU %.1f%%", 100.0 * extra["mfu"].template get<double>());
@@ -250,6 +289,10 @@ RunSummary Trainer<Exp>::run(std::optional<std::int64_t> predicted_peak) {
                   100.0 * (static_cast<double>(*predicted_peak) - static_cast<double>(peak)) / static_cast<double>(peak));
     reporter_.print(line);
   }
+  if (stopped)
+    reporter_.print("[checkpoint] stopped by a signal after step " + std::to_string(done) + " of " +
+                    std::to_string(steps) + "; continue with resume=auto checkpoint_dir=" + cfg_.checkpoint_dir +
+                    " (or resume=" + (std::filesystem::path(cfg_.checkpoint_dir) / train_state::step_dir_name(done)).string() + ")");
   summary.train_s = train_s;
   summary.peak_bytes = peak;
   return summary;

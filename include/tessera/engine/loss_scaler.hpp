@@ -15,6 +15,14 @@ class LossScaler {
   double scale() const { return scale_; }
   std::int64_t skipped_steps() const { return skipped_; }
   std::int64_t growths() const { return growths_; }
+  std::int64_t good_in_a_row() const { return good_in_a_row_; }
+  // A resumed run's scaler (engine/train_state.hpp): exactly where the checkpointed run left it.
+  void restore(double scale, std::int64_t good_in_a_row, std::int64_t skipped, std::int64_t growths) {
+    scale_ = scale;
+    good_in_a_row_ = good_in_a_row;
+    skipped_ = skipped;
+    growths_ = growths;
+  }
 
   // Records the outcome of one optimizer step; returns true when the step may be applied.
   bool update(bool gradients_finite) {

@@ -10,11 +10,15 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "tessera/engine/cpu_offload.hpp"
 #include "tessera/engine/loss_scaler.hpp"
 #include "tessera/engine/param_store.hpp"
+#include "tessera/engine/train_state.hpp"
 #include "tessera/engine/unit_engine.hpp"
 #include "tessera/optim/concept.hpp"
 
@@ -54,6 +58,67 @@ class OptimizerStep {
     std::int64_t n = 0;
     for (const auto& s : state_) n += Optimizer::state_bytes(s);
     return n;
+  }
+
+  // Training-state checkpoints (engine/train_state.hpp): the fp32 masters under OffloadOptimizer, the optimizer's
+  // state (once the first step made it) and, in the manifest, its step count and the loss scaler. Each unit's
+  // tensors are cut at its update slice's place in the unit (ParamStore::shard_offset).
+  void save_state(TrainStateWriter& out, nlohmann::json& manifest) {
+    static_assert(CheckpointableOptimizer<Optimizer>, "checked by the trainer before it saves");
+    const std::vector<std::size_t>& units = trainable_units();
+    for (std::size_t i = 0; i < units.size(); ++i) {
+      const std::size_t u = units[i];
+      const std::string unit = std::to_string(u) + ".";
+      if constexpr (offloads && !Offload::offloads_parameters)
+        out.add_part(unit + "master", offload_->master(i), store_.shard_offset(u), store_.unit_numel(u));
+      if (!state_.empty())
+        for (const StateTensor& t : Optimizer::state_tensors(state_[i])) {
+          if (t.per_element) out.add_part(unit + std::string(t.name), t.tensor, store_.shard_offset(u), store_.unit_numel(u));
+          else out.add_local(unit + std::string(t.name), t.tensor);
+        }
+    }
+    nlohmann::json optimizer = {{"name", Optimizer::name}, {"has_state", !state_.empty()}, {"steps", 0}};
+    if constexpr (requires(typename Optimizer::State st) { st.steps; })
+      if (!state_.empty()) optimizer["steps"] = state_.front().steps;
+    manifest["optimizer"] = optimizer;
+    manifest["loss_scaler"] = {{"scale", scaler_.scale()},
+                               {"good_in_a_row", scaler_.good_in_a_row()},
+                               {"skipped", scaler_.skipped_steps()},
+                               {"growths", scaler_.growths()}};
+  }
+  void load_state(const TrainStateReader& in) {
+    static_assert(CheckpointableOptimizer<Optimizer>, "checked by the trainer before it resumes");
+    at::NoGradGuard no_grad;
+    const std::vector<std::size_t>& units = trainable_units();
+    const nlohmann::json& m = in.manifest();
+    const bool has_state = m.at("optimizer").at("has_state").template get<bool>();
+    if (has_state && state_.empty())
+      for (std::size_t u : units) state_.push_back(init_state(u));
+    for (std::size_t i = 0; i < units.size(); ++i) {
+      const std::size_t u = units[i];
+      const std::string unit = std::to_string(u) + ".";
+      if constexpr (offloads && !Offload::offloads_parameters) in.read_part(unit + "master", offload_->master(i), store_.shard_offset(u));
+      if (has_state)
+        for (const StateTensor& t : Optimizer::state_tensors(state_[i])) {
+          if (!t.tensor.defined()) continue;
+          if (t.per_element) in.read_part(unit + std::string(t.name), t.tensor, store_.shard_offset(u));
+          else in.read_local(unit + std::string(t.name), t.tensor, store_.layout().group_rank);
+        }
+      if constexpr (requires(typename Optimizer::State st) { st.steps; })
+        if (has_state) state_[i].steps = m.at("optimizer").at("steps").template get<std::int64_t>();
+    }
+    const nlohmann::json& ls = m.at("loss_scaler");
+    scaler_.restore(ls.at("scale").template get<double>(), ls.at("good_in_a_row").template get<std::int64_t>(),
+                    ls.at("skipped").template get<std::int64_t>(), ls.at("growths").template get<std::int64_t>());
+  }
+  // Whether the optimizer's state follows the shard layout (resuming needs the same shard group size).
+  static bool has_local_state() {
+    if constexpr (CheckpointableOptimizer<Optimizer>) {
+      typename Optimizer::State probe{};
+      for (const StateTensor& t : Optimizer::state_tensors(probe))
+        if (!t.per_element) return true;
+    }
+    return false;
   }
 
   // One update on the gradients the engine holds. Returns false when loss scaling found inf/nan gradients (on

@@ -66,6 +66,8 @@ class ParamStore {
   const at::Tensor& flat_param(std::size_t unit) const { return flats_[unit]; }
   // This rank's shard of the unit, (S,): a view of the full buffer, or the stored shard itself.
   at::Tensor shard(std::size_t unit) const;
+  // Where shard(unit) starts in the unit's full buffer: r * S.
+  std::int64_t shard_offset(std::size_t unit) const { return layout_.group_rank * shard_numel(unit); }
   // The stored full buffers; tessera::Error when the store holds shards.
   std::span<const at::Tensor> full_units() const;
 

@@ -37,8 +37,10 @@
 #include "tessera/engine/optimizer_step.hpp"
 #include "tessera/engine/param_store.hpp"
 #include "tessera/engine/runtime.hpp"
+#include "tessera/engine/train_state.hpp"
 #include "tessera/engine/unit_engine.hpp"
 #include "tessera/experiment.hpp"
+#include "tessera/dist/watchdog.hpp"
 #include "tessera/io/checkpoint_dir.hpp"
 #include "tessera/memory/allocator_stats.hpp"
 #include "tessera/report/mfu.hpp"
@@ -188,6 +190,7 @@ class Trainer {
 
   StepResult train_step(std::int64_t step) {
     const timeline::Scope timed(timeline::Kind::step, step);
+    dist::watchdog::set_step(step);
     const auto start = std::chrono::steady_clock::now();
     StepResult r;
     r.step = step;
@@ -224,6 +227,14 @@ class Trainer {
     if (!device_peak_) device_peak_ = device_peak_flops(runtime_.device, Precision::compute_dtype).value_or(0.0);
     return *device_peak_;
   }
+
+  // Training-state checkpoints (engine/train_state.hpp, implemented in engine/trainer_state.hpp). Collective.
+  // save_checkpoint: checkpoint_dir/step-<steps_done>. resume_from: restores a checkpoint and returns its step.
+  train_state::Saved save_checkpoint(std::int64_t steps_done);
+  std::int64_t resume_from(const std::filesystem::path& dir);
+  // What a checkpoint must match to be resumed by this experiment: its policies and the settings that fix the
+  // state's shapes and the data's order.
+  nlohmann::json train_state_identity() const;
 
   // The whole run: config table, steps, memory tables, final save, done record. predicted_peak (the dry run's,
   // predict/dry_run.hpp): printed against the measured peak at the end and kept in the done record.
@@ -409,3 +420,4 @@ class Trainer {
 }  // namespace tessera
 
 #include "tessera/engine/experiment_table.hpp"
+#include "tessera/engine/trainer_state.hpp"

@@ -53,4 +53,10 @@ class CheckpointDir {
 void write_checkpoint_dir(const std::filesystem::path& dir, std::span<const TensorView> tensors,
                           std::size_t max_shard_bytes = 5ull << 30);
 
+// Writes `text` to `path` as write_safetensors writes (a temporary file, fsync, rename); FormatError naming the
+// path and the system's reason (a full disk, say) on failure, leaving nothing behind.
+void write_text_file(const std::filesystem::path& path, const std::string& text);
+// fsync of a directory: makes the renames into it durable.
+void sync_directory(const std::filesystem::path& dir);
+
 }  // namespace tessera::io

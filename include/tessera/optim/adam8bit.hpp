@@ -54,6 +54,12 @@ struct Adam8bit {
   // Params fp32, bf16 or fp16 (updated in fp32, rounded once); grads of any floating dtype.
   static void step(State& state, at::Tensor& flat_param, const at::Tensor& flat_grad, const StepHyper& hyper);
   static std::int64_t state_bytes(const State& state);
+  // The codes and absmax follow the shard's block layout, so a checkpoint of them is read back by runs with the
+  // same shard group size only (the dynamic maps are constants, rebuilt by init).
+  static std::vector<StateTensor> state_tensors(State& state) {
+    return {{"m_codes", state.m_codes, false}, {"v_codes", state.v_codes, false}, {"m_absmax", state.m_absmax, false},
+            {"v_absmax", state.v_absmax, false}, {"m32", state.m32, false},         {"v32", state.v32, false}};
+  }
 };
 
 namespace detail {

@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <vector>
 #include <string_view>
 
 #include "tessera/core/axis.hpp"
@@ -29,6 +30,9 @@ struct AdamW {
   static State init(const at::Tensor& flat_param, c10::ScalarType state_dtype);
   static void step(State& state, at::Tensor& flat_param, const at::Tensor& flat_grad, const StepHyper& hyper);
   static std::int64_t state_bytes(const State& state);
+  static std::vector<StateTensor> state_tensors(State& state) {
+    return {{"exp_avg", state.exp_avg, true}, {"exp_avg_sq", state.exp_avg_sq, true}};
+  }
   // OffloadOptimizer: the same update on fp32 CPU tensors in one fused pass (optim/cpu_adamw.hpp), also writing
   // the result cast to param_out's dtype when param_out is given. Returns true (param_out filled).
   static bool cpu_step(State& state, at::Tensor& master, const at::Tensor& grad, const StepHyper& hyper,

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "tessera/core/axis.hpp"
 
@@ -58,6 +59,25 @@ concept CpuFusedOptimizer =
                                    const StepHyper& hyper, at::Tensor* out) {
       { P::cpu_step(state, param, grad, hyper, out) } -> std::same_as<bool>;
     };
+
+// One tensor of an optimizer's state, for training-state checkpoints (engine/train_state.hpp). per_element: the
+// tensor has one value per element of the buffer it updates (AdamW's moments), so a checkpoint can be resharded
+// to another number of ranks; otherwise (Adam8bit's codes and block absmax) it is read back only by a run that
+// cuts the buffers alike (the same shard group size).
+struct StateTensor {
+  std::string_view name;
+  at::Tensor tensor;  // the state's own tensor: a checkpoint reads it, a resume copies into it
+  bool per_element = true;
+};
+
+// True when the policy lists its state for checkpoints:
+//   std::vector<StateTensor> state_tensors(State&)
+// A State's `steps` member, when it has one, is saved with it. A policy without the function trains as before;
+// only checkpoint_dir= and resume= refuse it.
+template <class P>
+concept CheckpointableOptimizer = OptimizerPolicy<P> && requires(typename P::State& state) {
+  { P::state_tensors(state) } -> std::same_as<std::vector<StateTensor>>;
+};
 
 // True when the policy's init takes the buffer's segments (see ParamSegment).
 template <class P>

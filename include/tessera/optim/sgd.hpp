@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include <vector>
+
 #include "tessera/core/axis.hpp"
 #include "tessera/optim/concept.hpp"
 
@@ -21,6 +23,7 @@ struct Sgd {
   static State init(const at::Tensor&, c10::ScalarType) { return {}; }
   static void step(State& state, at::Tensor& flat_param, const at::Tensor& flat_grad, const StepHyper& hyper);
   static std::int64_t state_bytes(const State&) { return 0; }
+  static std::vector<StateTensor> state_tensors(State&) { return {}; }
 };
 
 }  // namespace tessera
