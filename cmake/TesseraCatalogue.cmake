@@ -1,11 +1,33 @@
 # The seed catalogue: one binary per step of every lab (seed), whose defaults are that step's settings.
 #   tessera_catalogue_entry(<seed> <step> TYPE "<C++ experiment type>" DEFAULTS "<key=value ...>" TITLE "<text>"
 #                           [A100 "<key=value ...>"] [TINY "<key=value ...>"] [RANKS <n>])
-# makes the executable seed<seed>-<step> in ${CMAKE_BINARY_DIR}/catalogue/ (tessera::catalogue::main<TYPE>);
+# makes the executable seed<seed>-<step> in ${CMAKE_BINARY_DIR}/catalogue/ (tessera::catalogue::run of the program
+# tessera::main<TYPE>, compiled once per TYPE: entries of one type share it);
 # A100 is the seed's A100 variant over DEFAULTS, TINY the CPU-sized variant the tests run (default model=tiny),
 # RANKS the seed's devices (default 1). tessera_catalogue_finish() then generates the table every entry and
 # tessera-catalogue print (catalogue/entry.hpp) and the target `catalogue` that builds them all.
 set(_TESSERA_CATALOGUE_MAIN "${CMAKE_CURRENT_LIST_DIR}/catalogue_main.cpp.in")
+set(_TESSERA_CATALOGUE_PROGRAM "${CMAKE_CURRENT_LIST_DIR}/catalogue_program.cpp.in")
+
+# The object library holding tessera::main<type> as the function tessera_catalogue_program_<id> (id: a hash of the
+# type as written, spaces aside), made by the first entry of that type; sets <out> to the id.
+function(_tessera_catalogue_program out type)
+  string(REGEX REPLACE "[ \t\r\n]" "" key "${type}")
+  string(MD5 hash "${key}")
+  string(SUBSTRING "${hash}" 0 12 id)
+  if(NOT TARGET tessera_catalogue_program_${id})
+    set(TESSERA_EXPERIMENT_TYPE "${type}")
+    set(TESSERA_CATALOGUE_PROGRAM "tessera_catalogue_program_${id}")
+    set(source "${CMAKE_CURRENT_BINARY_DIR}/programs/catalogue_program_${id}.cpp")
+    configure_file("${_TESSERA_CATALOGUE_PROGRAM}" "${source}" @ONLY)
+    add_library(tessera_catalogue_program_${id} OBJECT "${source}")
+    target_link_libraries(tessera_catalogue_program_${id} PRIVATE tessera::tessera)
+    if(COMMAND tessera_use_pch)
+      tessera_use_pch(tessera_catalogue_program_${id})
+    endif()
+  endif()
+  set(${out} "${id}" PARENT_SCOPE)
+endfunction()
 
 function(_tessera_catalogue_literal out value)
   string(REPLACE "\\" "\\\\" value "${value}")
@@ -27,16 +49,16 @@ function(tessera_catalogue_entry seed step)
   if(NOT ARG_RANKS)
     set(ARG_RANKS 1)
   endif()
+  _tessera_catalogue_program(id "${ARG_TYPE}")
   set(TESSERA_CATALOGUE_BINARY "${name}")
-  set(TESSERA_EXPERIMENT_TYPE "${ARG_TYPE}")
+  set(TESSERA_CATALOGUE_PROGRAM "tessera_catalogue_program_${id}")
+  set(TESSERA_CATALOGUE_PROGRAM_ID "${id}")
   set(source "${CMAKE_CURRENT_BINARY_DIR}/entries/${name}.cpp")
   configure_file("${_TESSERA_CATALOGUE_MAIN}" "${source}" @ONLY)
+  # The main is a few lines that call the shared program: no precompiled header needed.
   add_executable(${name} "${source}")
-  target_link_libraries(${name} PRIVATE tessera::tessera tessera_catalogue_entries)
+  target_link_libraries(${name} PRIVATE tessera_catalogue_program_${id} tessera::tessera tessera_catalogue_entries)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/catalogue")
-  if(COMMAND tessera_use_pch)
-    tessera_use_pch(${name})
-  endif()
   set(row "")
   foreach(field name seed step ARG_TYPE ARG_DEFAULTS ARG_A100 ARG_TINY)
     _tessera_catalogue_literal(literal "${${field}}")

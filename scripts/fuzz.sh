@@ -5,8 +5,8 @@
 #   2. fuzzes for SECONDS (default 30) from a copy of its seed corpus tests/fuzz/corpus/<target>/, with a 2 GiB
 #      RSS limit, a 512 MiB limit on any one allocation (a header claiming 10^12 elements must be refused before
 #      allocating) and 10 s per input.
-# A crash is saved as build-fuzz/crashes/<target>-crash-<sha1>; copy it into tests/fuzz/regressions/<target>/ once
-# fixed. Prints each target's executions, coverage (libFuzzer's cov: edges and ft: features) and corpus size.
+# A crash is saved as build-fuzz/crashes/<target>-crash-<sha1> and printed in base64 (up to 64 KiB); copy it into
+# tests/fuzz/regressions/<target>/ once fixed. Prints each target's executions, coverage (libFuzzer's cov: edges and ft: features) and corpus size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
@@ -45,7 +45,13 @@ for target in tests/fuzz/fuzz_*.cpp; do
     files=$(ls "$corpus" | wc -l)
     echo "$name: ${runs:-?} inputs in ${seconds} s, cov ${cov:-?} edges, ft ${ft:-?} features, corpus $files files, no crash"
   else
-    echo "$name: FOUND A CRASH (build-fuzz/$name.log):"; grep -E "ERROR|runtime error|terminate|==[0-9]+==|Test unit written" "build-fuzz/$name.log" | head -5
+    echo "$name: FOUND A CRASH (build-fuzz/$name.log):"
+    grep -E "INFO: Seed|ERROR|runtime error|terminate|what\(\)|==[0-9]+==|Test unit written" "build-fuzz/$name.log" | head -8
+    # The input itself, so that a crash seen only in a CI log can be replayed: base64 -d > x; build-fuzz/$name x
+    artifact=$(grep -o 'Test unit written to .*' "build-fuzz/$name.log" | tail -1 | sed 's/^Test unit written to //')
+    if [ -n "$artifact" ] && [ -f "$artifact" ] && [ "$(stat -c %s "$artifact")" -le 65536 ]; then
+      echo "the input, base64:"; base64 -w 120 "$artifact"
+    fi
     failed+=("$name")
   fi
   rm -rf "$corpus"

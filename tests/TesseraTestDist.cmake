@@ -10,7 +10,7 @@ if(NOT TESSERA_WITH_MPI)
 endif()
 file(GLOB _dist_test_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/dist/test_*.cpp")
 add_executable(tessera_dist_tests dist/main.cpp ${_dist_test_sources})
-target_link_libraries(tessera_dist_tests PRIVATE tessera::tessera Catch2::Catch2)
+target_link_libraries(tessera_dist_tests PRIVATE tessera::tessera tessera_catch_session)
 target_include_directories(tessera_dist_tests PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
 tessera_use_pch(tessera_dist_tests)
 

@@ -33,7 +33,7 @@ if(NOT TESSERA_WITH_NCCL)
   return()
 endif()
 add_executable(tessera_nccl_tests dist/nccl/main.cpp dist/nccl/test_nccl_communicator.cpp)
-target_link_libraries(tessera_nccl_tests PRIVATE tessera::tessera Catch2::Catch2)
+target_link_libraries(tessera_nccl_tests PRIVATE tessera::tessera tessera_catch_session)
 target_include_directories(tessera_nccl_tests PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
 tessera_use_pch(tessera_nccl_tests)
 

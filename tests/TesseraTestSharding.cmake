@@ -11,7 +11,7 @@ if(TESSERA_WITH_MPI)
 else()
   add_executable(tessera_sharding_tests main.cpp ${_sharding_test_sources})
 endif()
-target_link_libraries(tessera_sharding_tests PRIVATE tessera::tessera Catch2::Catch2)
+target_link_libraries(tessera_sharding_tests PRIVATE tessera::tessera tessera_catch_session)
 target_include_directories(tessera_sharding_tests PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
 tessera_use_pch(tessera_sharding_tests)
 

@@ -1,3 +1,4 @@
-// The one Catch2 main of tessera_tests.
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+// The main of tessera_tests.
+#include "catch_session.hpp"
+
+int main(int argc, char** argv) { return tessera::test::run_catch_session(argc, argv); }

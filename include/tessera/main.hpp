@@ -5,8 +5,9 @@
 // fixes (precision=, optim=, act_ckpt=, strategy=, devices=, ...: engine/seed_keys.hpp), which must match it.
 // --dry-run prints the predicted memory per phase and FITS / DOES NOT FIT for device_memory= (predict/dry_run.hpp)
 // instead of training, for devices= ranks; a run (predict=true) prints the prediction against the measured peak.
-// MainOptions give a binary its own defaults and banner (a catalogue entry: catalogue/main.hpp). Exit codes:
-// 0 success, 1 a failed run (bad file, runtime error), 2 a bad configuration, 3 --dry-run predicts it does not fit.
+// MainOptions (main_options.hpp) give a binary its own defaults and banner (a catalogue entry: catalogue/main.hpp).
+// Exit codes: 0 success, 1 a failed run (bad file, runtime error), 2 a bad configuration, 3 --dry-run predicts it
+// does not fit.
 // Under mpirun/srun the program is one rank of a job (a JobScope starts MPI). A rank that fails prints its
 // error once and ends the whole job with that exit code (MPI_Abort), so no rank is left waiting in a
 // collective. When every rank fails alike (a bad setting), rank 0 speaks for them: the others hold back for
@@ -30,6 +31,7 @@
 #include "tessera/engine/job.hpp"
 #include "tessera/engine/seed_keys.hpp"
 #include "tessera/engine/trainer.hpp"
+#include "tessera/main_options.hpp"
 #include "tessera/predict/dry_run.hpp"
 #include "tessera/report/mfu.hpp"
 
@@ -119,13 +121,6 @@ int dry_run_main(const RunConfig& cfg, int ranks, bool root) {
   }
   return v.fits ? 0 : 3;
 }
-
-// What a binary adds to tessera::main: defaults over RunConfig's, a banner printed first, and --list.
-struct MainOptions {
-  std::vector<std::string> default_args;  // key=value, applied before the command line's
-  std::string banner;                     // printed by rank 0 before the run and atop --help
-  std::function<std::string()> list;      // what --list prints; empty: --list is not an option
-};
 
 template <class Exp>
 int main(int argc, char** argv, const MainOptions& options = {}) {

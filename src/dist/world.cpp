@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tessera/core/error.hpp"
+#include "tessera/dist/watchdog.hpp"
 
 namespace tessera::dist {
 
@@ -94,7 +95,10 @@ World& World::instance() {
 
 World* World::current() noexcept { return live_world; }
 
-void World::barrier() const { check_mpi(MPI_Barrier(comm_.get()), "MPI_Barrier"); }
+void World::barrier() const {
+  const watchdog::Guard in_flight("barrier", 0);
+  check_mpi(MPI_Barrier(comm_.get()), "MPI_Barrier");
+}
 
 void World::abort(int code, std::string_view message) const {
   const int status = code == 0 ? 1 : code;
@@ -107,6 +111,7 @@ void World::abort(int code, std::string_view message) const {
 std::vector<std::int64_t> World::gather_to_root(std::span<const std::int64_t> record) const {
   // Every rank checks the lengths, so a mismatch throws on all of them rather than hanging the others.
   const auto n = static_cast<std::int64_t>(record.size());
+  const watchdog::Guard in_flight("gather", n * static_cast<std::int64_t>(sizeof(std::int64_t)));
   std::int64_t bounds[2] = {n, -n};  // max over ranks of (n, -n) = (longest, -shortest)
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, bounds, 2, MPI_INT64_T, MPI_MAX, comm_.get()), "MPI_Allreduce");
   if (bounds[0] != -bounds[1])

@@ -100,7 +100,12 @@ TrainStateReader::TrainStateReader(const fs::path& dir) : dir_(dir), files_(std:
   const auto need = [&](const char* key, bool ok) {
     if (!ok) damaged(manifest_path, std::string("\"") + key + "\" is missing or malformed");
   };
-  need("format", manifest_.is_object() && manifest_.value("format", "") == kFormat);
+  // Every field a reader of the manifest uses is checked for its type here (the trainer reads world_size and
+  // shard_group_size with value()), so a hand-edited manifest is refused with its name, never a JSON type error.
+  need("format", manifest_.is_object() && manifest_.contains("format") && manifest_["format"] == kFormat);
+  for (const char* key : {"world_size", "shard_group_size"})
+    need(key, !manifest_.contains(key) ||
+                  (manifest_[key].is_number_integer() && manifest_[key].get<std::int64_t>() >= 0));
   if (!manifest_.contains("version") || !manifest_["version"].is_number_integer() ||
       manifest_["version"].get<int>() != train_state::format_version)
     throw FormatError(manifest_path.string() + ": checkpoint format version " +
@@ -230,20 +235,17 @@ std::vector<std::pair<std::int64_t, fs::path>> complete_checkpoints(const fs::pa
   return out;
 }
 
-// Directories a killed write left ("step-N.partial-<pid>", "step-N.old-<pid>"), except `keep`.
-void remove_leftovers(const fs::path& dir, const fs::path& keep) {
+// Directories a killed write left ("step-N.partial-<pid>", "step-N.old-<pid>").
+void remove_leftovers(const fs::path& dir) {
   std::error_code ec;
   std::vector<fs::path> stale;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.starts_with("step-") && (name.find(".partial-") != std::string::npos || name.find(".old-") != std::string::npos) &&
-        entry.path() != keep)
+    if (name.starts_with("step-") && (name.find(".partial-") != std::string::npos || name.find(".old-") != std::string::npos))
       stale.push_back(entry.path());
   }
   for (const fs::path& p : stale) fs::remove_all(p, ec);
 }
-
-std::string describe(const std::exception& e) { return e.what(); }
 
 }  // namespace
 
@@ -296,11 +298,11 @@ Saved save(const fs::path& checkpoint_dir, std::int64_t step, const TrainStateWr
   if (rank == 0) {
     try {
       fs::create_directories(checkpoint_dir);
-      remove_leftovers(checkpoint_dir, fs::path());
+      remove_leftovers(checkpoint_dir);
       staged.emplace(target);
       pid = ::getpid();
     } catch (const std::exception& e) {
-      failure = "rank 0 could not start " + where + ": " + describe(e);
+      failure = "rank 0 could not start " + where + ": " + e.what();
     }
   }
   agree(failure);
@@ -327,7 +329,7 @@ Saved save(const fs::path& checkpoint_dir, std::int64_t step, const TrainStateWr
       io::write_safetensors(file, views, metadata);
       my_bytes = static_cast<std::int64_t>(fs::file_size(file));
     } catch (const std::exception& e) {
-      failure = "rank " + std::to_string(rank) + " could not write its part of " + where + ": " + describe(e);
+      failure = "rank " + std::to_string(rank) + " could not write its part of " + where + ": " + e.what();
     }
   }
   try {
@@ -378,7 +380,7 @@ Saved save(const fs::path& checkpoint_dir, std::int64_t step, const TrainStateWr
           fs::remove_all(all[i].second, ec);
       }
     } catch (const std::exception& e) {
-      failure = "rank 0 could not finish " + where + ": " + describe(e);
+      failure = "rank 0 could not finish " + where + ": " + e.what();
       staged.reset();
     }
   }

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "tessera/core/error.hpp"
+#include "tessera/io/json_file.hpp"
 
 namespace tessera::report {
 namespace {
@@ -41,7 +42,7 @@ const nlohmann::json& field(const nlohmann::json& j, const char* key, const std:
 std::int64_t integer(const nlohmann::json& j, const char* key, const std::string& where) {
   const nlohmann::json& v = field(j, key, where);
   if (!v.is_number_integer())
-    throw FormatError(where + ": \"" + key + "\" is " + v.dump() + ", not an integer; this is not a tessera "
+    throw FormatError(where + ": \"" + key + "\" is " + io::json_excerpt(v) + ", not an integer; this is not a tessera "
                       "metrics file (write one with metrics=FILE)");
   return v.get<std::int64_t>();
 }
@@ -49,7 +50,7 @@ std::int64_t integer(const nlohmann::json& j, const char* key, const std::string
 double number(const nlohmann::json& j, const char* key, const std::string& where) {
   const nlohmann::json& v = field(j, key, where);
   if (!v.is_number())
-    throw FormatError(where + ": \"" + key + "\" is " + v.dump() + ", not a number; this is not a tessera metrics "
+    throw FormatError(where + ": \"" + key + "\" is " + io::json_excerpt(v) + ", not a number; this is not a tessera metrics "
                       "file (write one with metrics=FILE)");
   return v.get<double>();
 }
@@ -66,7 +67,7 @@ std::int64_t segment_bytes(const MemoryRecord& r, std::string_view key) {
 std::string run_text(const RunMetrics& m, const char* key) {
   if (!m.run.contains(key)) return "-";
   const nlohmann::json& v = m.run[key];
-  return v.is_string() ? v.get<std::string>() : v.dump();
+  return v.is_string() ? v.get<std::string>() : io::json_excerpt(v);
 }
 
 // Whether the run computed on the CPU, where host memory is inside the allocator's figures.
@@ -352,10 +353,13 @@ RunMetrics read_metrics(const std::filesystem::path& path) {
     ++line_no;
     const std::string where = path.string() + ":" + std::to_string(line_no);
     if (line.empty()) continue;
+    if (const auto nested = io::json_nesting_error(line))
+      throw FormatError(where + ": the record " + *nested + "; this is not a tessera metrics file (write one with "
+                        "metrics=FILE)");
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error&) {
+    } catch (const nlohmann::json::exception&) {  // parse_error, or out_of_range for a number past a double's range
       throw FormatError(where + ": not a JSON record; a tessera metrics file has one JSON object a line (write one "
                         "with metrics=FILE)");
     }
@@ -373,16 +377,17 @@ RunMetrics read_metrics(const std::filesystem::path& path) {
       const nlohmann::json& phase = field(j, "phase", where);
       if (!phase.is_string() ||
           std::find(std::begin(phase_labels), std::end(phase_labels), phase.get<std::string>()) == std::end(phase_labels))
-        throw FormatError(where + ": \"phase\" is " + phase.dump() + "; a phase is before_fwd, after_fwd, after_bwd "
+        throw FormatError(where + ": \"phase\" is " + io::json_excerpt(phase) + "; a phase is before_fwd, after_fwd, after_bwd "
                           "or after_opt");
       r.phase = phase.get<std::string>();
       r.params = integer(j, "params", where);
       r.grads = integer(j, "grads", where);
       r.optim = integer(j, "optim", where);
       r.acts = integer(j, "acts", where);
-      r.params_cpu = j.value("params_cpu", std::int64_t{0});
-      r.grads_cpu = j.value("grads_cpu", std::int64_t{0});
-      r.optim_cpu = j.value("optim_cpu", std::int64_t{0});
+      // Host-side bytes: recorded by runs that offload, absent from older files.
+      r.params_cpu = j.contains("params_cpu") ? integer(j, "params_cpu", where) : 0;
+      r.grads_cpu = j.contains("grads_cpu") ? integer(j, "grads_cpu", where) : 0;
+      r.optim_cpu = j.contains("optim_cpu") ? integer(j, "optim_cpu", where) : 0;
       r.allocated = integer(j, "allocated", where);
       r.peak = integer(j, "peak", where);
       r.reserved = integer(j, "reserved", where);
@@ -396,11 +401,18 @@ RunMetrics read_metrics(const std::filesystem::path& path) {
       s.step_ms = number(j, "step_ms", where);
       s.tokens = integer(j, "tokens", where);
       s.mfu = j.contains("mfu") ? number(j, "mfu", where) : 0.0;
+      if (j.contains("skipped") && !j["skipped"].is_boolean())
+        throw FormatError(where + ": \"skipped\" is " + io::json_excerpt(j["skipped"]) + ", not true or false; this "
+                          "is not a tessera metrics file (write one with metrics=FILE)");
       s.skipped = j.value("skipped", false);
       m.steps.push_back(s);
     } else if (event == "done") {
       integer(j, "peak", where);
       number(j, "train_s", where);
+      // The optional figures the report shows: a number, or null (a rate of a run that ran no step), dropped here.
+      for (const char* optional : {"predicted_peak", "tokens_per_s", "mfu"})
+        if (j.contains(optional) && j[optional].is_null()) j.erase(optional);
+        else if (j.contains(optional)) number(j, optional, where);
       m.done = j;
     }  // other events: later versions' records, skipped
   }

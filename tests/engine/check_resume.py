@@ -11,24 +11,20 @@
 
 Environment: MPIEXEC (mpirun) for RANKS > 1.  Only the standard library: the safetensors files are parsed here.
 """
-import atexit
 import json
-import os
-import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from runs import command, enter_work_dir
 
 STEPS = 6
 BASE = ["model=tiny", "seq_len=32", "predict=false", "log_every=1"]
 
 
 def launch(binary, ranks, args, out):
-    cmd = [binary] + BASE + args
-    if ranks > 1:
-        cmd = [os.environ.get("MPIEXEC", "mpirun"), "-np", str(ranks), "--oversubscribe"] + cmd
+    cmd = command(binary, ranks, BASE, args)
     with open(out, "w") as f:
         rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=600).returncode
     text = Path(out).read_text()
@@ -103,9 +99,7 @@ def rows_args(args, ranks, rows):
 
 def main():
     mode, binary = sys.argv[1], sys.argv[2]
-    work = Path(tempfile.mkdtemp(prefix="resume-"))
-    atexit.register(shutil.rmtree, work, True)
-    os.chdir(work)
+    enter_work_dir("resume-")
     if mode == "equal":
         ranks, extra = int(sys.argv[3]), sys.argv[4:]
         extra = extra + rows_args(extra, ranks, 2 * ranks)

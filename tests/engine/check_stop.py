@@ -16,22 +16,15 @@ Each prints the time it measured. Environment: MPIEXEC (mpirun) for RANKS > 1.
 import atexit
 import os
 import resource
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from runs import command, enter_work_dir
+
 BASE = ["model=tiny", "seq_len=32", "batch_size=2", "predict=false", "log_every=1"]
-
-
-def command(binary, ranks, args):
-    cmd = [binary] + BASE + args
-    if ranks > 1:
-        cmd = [os.environ.get("MPIEXEC", "mpirun"), "-np", str(ranks), "--oversubscribe"] + cmd
-    return cmd
 
 
 def run(binary, ranks, args, limit_bytes=None, expect_ok=True):
@@ -39,10 +32,10 @@ def run(binary, ranks, args, limit_bytes=None, expect_ok=True):
         if limit_bytes is not None:
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write() then fails with EFBIG, as with ENOSPC
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
-    p = subprocess.run(command(binary, ranks, args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    p = subprocess.run(command(binary, ranks, BASE, args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        timeout=300, preexec_fn=limit)
     if expect_ok and p.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(command(binary, ranks, args))} exited {p.returncode}:\n{p.stdout[-3000:]}")
+        sys.exit(f"FAIL: {' '.join(command(binary, ranks, BASE, args))} exited {p.returncode}:\n{p.stdout[-3000:]}")
     return p.returncode, p.stdout
 
 
@@ -61,7 +54,7 @@ def ranks_of(proc, ranks):
 def start_and_hit(binary, ranks, args, sig, at_step=3):
     """Starts a long run, sends `sig` to its last rank once step `at_step` is printed; returns (rc, output, seconds
     from the signal to the end of the job)."""
-    proc = subprocess.Popen(command(binary, ranks, args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(command(binary, ranks, BASE, args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     atexit.register(lambda: proc.poll() is None and proc.kill())
     lines, sent = [], None
     for line in proc.stdout:
@@ -78,9 +71,7 @@ def start_and_hit(binary, ranks, args, sig, at_step=3):
 
 def main():
     mode, binary = sys.argv[1], sys.argv[2]
-    work = Path(tempfile.mkdtemp(prefix="stop-"))
-    atexit.register(shutil.rmtree, work, True)
-    os.chdir(work)
+    enter_work_dir("stop-")
     if mode == "preempt":
         ranks, name = int(sys.argv[3]), sys.argv[4]
         sig = {"TERM": signal.SIGTERM, "USR1": signal.SIGUSR1}[name]

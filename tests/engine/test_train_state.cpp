@@ -130,6 +130,13 @@ TEST_CASE("train_state: damaged checkpoints are refused, naming the file", "[eng
         << R"({"format": "tessera train state", "version": 1, "step": 2, "files": [{"name": "../x", "bytes": 1}]})";
     CHECK_THROWS_WITH(TrainStateReader(ckpt), Catch::Contains("is not a plain file name"));
   }
+  SECTION("fields of another type are named, never a JSON type error") {
+    std::ofstream(ckpt / "manifest.json") << R"({"format": 1, "version": 1, "step": 2, "files": []})";
+    CHECK_THROWS_WITH(TrainStateReader(ckpt), Catch::Contains("\"format\" is missing or malformed"));
+    std::ofstream(ckpt / "manifest.json")
+        << R"({"format": "tessera train state", "version": 1, "step": 2, "files": [], "shard_group_size": "2"})";
+    CHECK_THROWS_WITH(TrainStateReader(ckpt), Catch::Contains("\"shard_group_size\" is missing or malformed"));
+  }
 }
 
 TEST_CASE("train_state: the first difference of experiment or settings is named", "[engine][train_state]") {

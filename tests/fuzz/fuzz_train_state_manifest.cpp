@@ -19,6 +19,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     const tessera::TrainStateReader reader(ckpt);
     (void)reader.step();
+    // What the trainer reads of the manifest before it reads any tensor (engine/trainer_state.hpp resume_from).
+    static const nlohmann::json run = {{"experiment", {{"family", "llama"}, {"sharding", "ddp"}}},
+                                       {"settings", {{"seq_len", 16}, {"seed", 0}}}};
+    (void)tessera::train_state::difference(reader.manifest(), run);
+    (void)reader.manifest().value("shard_group_size", std::int64_t{0});
+    (void)reader.manifest().value("world_size", 0);
     at::Tensor part = at::empty({8});
     if (reader.has("0.param")) reader.read_part("0.param", part, 0);
     at::Tensor codes = at::empty({4}, at::kByte);

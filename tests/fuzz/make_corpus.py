@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Writes the fuzz targets' seed corpora (tests/fuzz/corpus/<target>/): small valid inputs of each format, from
-which libFuzzer mutates. The family configs and the adapter config are what tessera's own save_dir writes:
+which libFuzzer mutates. The family configs and the adapter config are what tessera's own save_dir writes, the
+metrics file what its metrics= writes:
 
   for b in llama-fp32 opt-fp32 t5-fp32 vit-fp32 blip2-opt-fp32 blip2-t5-fp32 llama-lora-fp32; do
-    build/examples/$b model=tiny max_steps=1 predict=false batch_size=1 seq_len=16 save_dir=SAVES/$b; done
+    build/examples/$b model=tiny max_steps=1 predict=false batch_size=1 seq_len=16 save_dir=SAVES/$b \\
+      metrics=SAVES/$b.jsonl; done
   tests/fuzz/make_corpus.py SAVES
 """
 import json
@@ -62,3 +64,5 @@ put("fuzz_train_state_manifest", "manifest", json.dumps({
     "files": [{"name": "rank-00000.safetensors", "bytes": 260}],  # the size of the harness's rank file
     "experiment": {"family": "llama"}, "settings": {"seq_len": 32}, "optimizer": {"has_state": False, "steps": 0},
     "loss_scaler": {"scale": 65536.0, "good_in_a_row": 0, "skipped": 0, "growths": 0}}))
+
+put("fuzz_metrics", "llama_one_step", (saves / "llama-fp32.jsonl").read_bytes())

@@ -114,3 +114,29 @@ TEST_CASE("read_metrics refuses what is not a finished run's metrics file", "[re
                     Catch::Contains("type.jsonl:1: \"peak\" is \"big\", not an integer"));
   CHECK_THROWS_AS(report::html_report({}, "none"), Error);
 }
+
+TEST_CASE("read_metrics checks the type of every field it reads, optional ones included", "[report]") {
+  const std::string memory = "{\"event\":\"memory\",\"step\":0,\"micro\":0,\"rank\":0,\"phase\":\"after_fwd\","
+                             "\"params\":1,\"grads\":0,\"optim\":0,\"acts\":0,\"allocated\":1,\"peak\":1,\"reserved\":1";
+  const std::string done = "{\"event\":\"done\",\"peak\":1,\"train_s\":0.5}\n";
+  CHECK_THROWS_WITH(read_metrics(write_file("cpu.jsonl", memory + ",\"params_cpu\":\"x\"}\n" + done)),
+                    Catch::Contains("cpu.jsonl:1: \"params_cpu\" is \"x\", not an integer"));
+  CHECK_THROWS_WITH(read_metrics(write_file("skip.jsonl", "{\"event\":\"step\",\"step\":0,\"loss\":1.0,\"step_ms\":1,"
+                                                          "\"tokens\":4,\"skipped\":1}\n" + done)),
+                    Catch::Contains("skip.jsonl:1: \"skipped\" is 1, not true or false"));
+  CHECK_THROWS_WITH(read_metrics(write_file("pred.jsonl", "{\"event\":\"done\",\"peak\":1,\"train_s\":1,"
+                                                          "\"predicted_peak\":\"big\"}\n")),
+                    Catch::Contains("pred.jsonl:1: \"predicted_peak\" is \"big\", not a number"));
+  // A number past a double's range is a parse failure like any other, not an escaping JSON exception.
+  CHECK_THROWS_WITH(read_metrics(write_file("huge.jsonl", "{\"event\":\"step\",\"loss\":1e999}\n")),
+                    Catch::Contains("huge.jsonl:1: not a JSON record"));
+  CHECK_THROWS_WITH(read_metrics(write_file("deep.jsonl", "{\"event\":\"run\",\"x\":" + std::string(100, '[') +
+                                                          std::string(100, ']') + "}\n")),
+                    Catch::Contains("deep.jsonl:1: the record nests deeper than"));
+  // A rate of a run that ran no step is written as null (JSON has no NaN): read as absent.
+  const report::RunMetrics m = read_metrics(write_file("null.jsonl", "{\"event\":\"done\",\"peak\":1,\"train_s\":0,"
+                                                             "\"tokens_per_s\":null}\n"));
+  CHECK_FALSE(m.done.contains("tokens_per_s"));
+  const report::RunMetrics runs[] = {m};
+  CHECK_NOTHROW(report::html_report(runs, "no steps"));
+}

@@ -2,11 +2,10 @@
 // process), then one NcclCommunicator on this rank's GPU (local rank modulo the GPUs it sees) that the test
 // cases share, destroyed before the World. The job's exit status is the same on every rank: failed if any
 // rank saw a failure.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <cstdio>
 #include <optional>
 
+#include "catch_session.hpp"
 #include "tessera/dist/nccl_communicator.hpp"
 #include "tessera/dist/world.hpp"
 
@@ -28,7 +27,7 @@ int main(int argc, char** argv) {
     return kSkipped;
   }
   shared_comm.emplace(world.comm(), world.local_rank() % devices);
-  int failed = Catch::Session().run(argc, argv);
+  int failed = tessera::test::run_catch_session(argc, argv);
   shared_comm.reset();
   MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, world.comm());
   return failed == 0 ? 0 : 1;
