@@ -6,7 +6,8 @@
 #      RSS limit, a 512 MiB limit on any one allocation (a header claiming 10^12 elements must be refused before
 #      allocating) and 10 s per input.
 # A crash is saved as build-fuzz/crashes/<target>-crash-<sha1> and printed in base64 (up to 64 KiB); copy it into
-# tests/fuzz/regressions/<target>/ once fixed. Prints each target's executions, coverage (libFuzzer's cov: edges and ft: features) and corpus size.
+# tests/fuzz/regressions/<target>/ once fixed. Prints each target's executions, coverage (libFuzzer's cov: edges and
+# ft: features) and corpus size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}

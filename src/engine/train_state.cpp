@@ -241,7 +241,8 @@ void remove_leftovers(const fs::path& dir) {
   std::vector<fs::path> stale;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.starts_with("step-") && (name.find(".partial-") != std::string::npos || name.find(".old-") != std::string::npos))
+    if (name.starts_with("step-") &&
+        (name.find(".partial-") != std::string::npos || name.find(".old-") != std::string::npos))
       stale.push_back(entry.path());
   }
   for (const fs::path& p : stale) fs::remove_all(p, ec);

@@ -42,16 +42,16 @@ const nlohmann::json& field(const nlohmann::json& j, const char* key, const std:
 std::int64_t integer(const nlohmann::json& j, const char* key, const std::string& where) {
   const nlohmann::json& v = field(j, key, where);
   if (!v.is_number_integer())
-    throw FormatError(where + ": \"" + key + "\" is " + io::json_excerpt(v) + ", not an integer; this is not a tessera "
-                      "metrics file (write one with metrics=FILE)");
+    throw FormatError(where + ": \"" + key + "\" is " + io::json_excerpt(v) +
+                      ", not an integer; this is not a tessera metrics file (write one with metrics=FILE)");
   return v.get<std::int64_t>();
 }
 
 double number(const nlohmann::json& j, const char* key, const std::string& where) {
   const nlohmann::json& v = field(j, key, where);
   if (!v.is_number())
-    throw FormatError(where + ": \"" + key + "\" is " + io::json_excerpt(v) + ", not a number; this is not a tessera metrics "
-                      "file (write one with metrics=FILE)");
+    throw FormatError(where + ": \"" + key + "\" is " + io::json_excerpt(v) +
+                      ", not a number; this is not a tessera metrics file (write one with metrics=FILE)");
   return v.get<double>();
 }
 
@@ -377,8 +377,8 @@ RunMetrics read_metrics(const std::filesystem::path& path) {
       const nlohmann::json& phase = field(j, "phase", where);
       if (!phase.is_string() ||
           std::find(std::begin(phase_labels), std::end(phase_labels), phase.get<std::string>()) == std::end(phase_labels))
-        throw FormatError(where + ": \"phase\" is " + io::json_excerpt(phase) + "; a phase is before_fwd, after_fwd, after_bwd "
-                          "or after_opt");
+        throw FormatError(where + ": \"phase\" is " + io::json_excerpt(phase) +
+                          "; a phase is before_fwd, after_fwd, after_bwd or after_opt");
       r.phase = phase.get<std::string>();
       r.params = integer(j, "params", where);
       r.grads = integer(j, "grads", where);

@@ -54,7 +54,8 @@ def ranks_of(proc, ranks):
 def start_and_hit(binary, ranks, args, sig, at_step=3):
     """Starts a long run, sends `sig` to its last rank once step `at_step` is printed; returns (rc, output, seconds
     from the signal to the end of the job)."""
-    proc = subprocess.Popen(command(binary, ranks, BASE, args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(command(binary, ranks, BASE, args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
     atexit.register(lambda: proc.poll() is None and proc.kill())
     lines, sent = [], None
     for line in proc.stdout:
