@@ -409,7 +409,7 @@ RunMetrics read_metrics(const std::filesystem::path& path) {
     } else if (event == "done") {
       integer(j, "peak", where);
       number(j, "train_s", where);
-      // The optional figures the report shows: a number, or null (a rate of a run that ran no step), dropped here.
+      // The optional figures the report shows: a number, or null (JSON's spelling of a non-finite one), dropped here.
       for (const char* optional : {"predicted_peak", "tokens_per_s", "mfu"})
         if (j.contains(optional) && j[optional].is_null()) j.erase(optional);
         else if (j.contains(optional)) number(j, optional, where);

@@ -32,10 +32,11 @@ def run(binary, ranks, args, limit_bytes=None, expect_ok=True):
         if limit_bytes is not None:
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write() then fails with EFBIG, as with ENOSPC
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
-    p = subprocess.run(command(binary, ranks, BASE, args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=300, preexec_fn=limit)
+    cmd = command(binary, ranks, BASE, args)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+                       preexec_fn=limit)
     if expect_ok and p.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(command(binary, ranks, BASE, args))} exited {p.returncode}:\n{p.stdout[-3000:]}")
+        sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}:\n{p.stdout[-3000:]}")
     return p.returncode, p.stdout
 
 
