@@ -148,8 +148,11 @@ bool stop_requested() { return stop_signal.load() != 0; }
 void unregister_partial_file(const std::filesystem::path& path) { remove_entry(path); }
 
 StagedDir::StagedDir(const std::filesystem::path& target) : target_(normalized_path(target)) {
-  const std::string name = target_.filename().string();
-  if (target_ == target_.root_path() || name == "." || name == "..")
+  // The name as given too: "/data/run/.." normalizes to "/data", which must not be replaced either.
+  std::filesystem::path given = target;
+  while (!given.has_filename() && given.has_relative_path()) given = given.parent_path();  // "out/" -> "out"
+  const std::string name = target_.filename().string(), given_name = given.filename().string();
+  if (target_ == target_.root_path() || name == "." || name == ".." || given_name == "." || given_name == "..")
     throw Error(target.string() + ": names the root, the working directory or its parent; give a new directory "
                 "name, e.g. out");
   staged_ = target_;

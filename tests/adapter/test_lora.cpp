@@ -35,7 +35,7 @@ std::vector<at::Tensor> adapter_values(Trainer<LoraFp32>& t) {
 
 }  // namespace
 
-TEST_CASE("Lora: only the adapters train; r*(in+out) parameters per adapted linear", "[adapter][lora]") {
+TEST_CASE("Lora: only the adapters train, r*(in+out) parameters per adapted linear", "[adapter][lora]") {
   RunConfig cfg = small_run();
   cfg.lr = 1e-2;
   Trainer<LoraFp32> t(cfg, quiet());

@@ -30,7 +30,7 @@ TEST_CASE("an entry's defaults split into key=value arguments", "[catalogue]") {
   CHECK(split_args("   ").empty());
 }
 
-TEST_CASE("the table has a row per entry and the A100 variants; the banner says how to launch", "[catalogue]") {
+TEST_CASE("the table has a row per entry and the A100 variants, the banner says how to launch", "[catalogue]") {
   CHECK(short_type(kEntries[1].experiment) == "Experiment<Llama, FullShard>");
   const std::string table = format_table(kEntries);
   INFO(table);

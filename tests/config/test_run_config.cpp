@@ -253,7 +253,7 @@ TEST_CASE("validation accepts the edge values it allows", "[config]") {
                        "max_epochs=1000000", "threads=4096"}));
 }
 
-TEST_CASE("model= takes the experiment family's presets; --help lists them", "[config]") {
+TEST_CASE("model= takes the experiment family's presets, --help lists them", "[config]") {
   // The run config knows no family: any non-empty name parses, and the family refuses what it lacks.
   CHECK(parse({"model=opt-125m"}).model == "opt-125m");
   CHECK_THROWS_WITH(parse({"model="}), Catch::Contains("model=: empty"));
@@ -295,7 +295,7 @@ TEST_CASE("the RunConfig table and help list every key", "[config]") {
   }
 }
 
-TEST_CASE("the seeds' batch_size_per_device is batch_size; giving both is giving batch_size twice", "[config]") {
+TEST_CASE("the seeds' batch_size_per_device is batch_size, giving both is giving batch_size twice", "[config]") {
   CHECK(parse({"batch_size_per_device=3"}).batch_size == 3);
   CHECK_THROWS_WITH(parse({"batch_size=2", "batch_size_per_device=3"}),
                     Catch::Contains("key 'batch_size' was already given"));
@@ -323,7 +323,7 @@ TEST_CASE("global_batch_size sets the accumulation over batch_size x ranks, or n
   CHECK_THROWS_WITH(parse({"global_batch_size=-1"}), Catch::Contains("global_batch_size=-1: must be >= 0"));
 }
 
-TEST_CASE("beta1 and beta2 default to torch's and must lie in [0, 1)", "[config]") {
+TEST_CASE("beta1 and beta2 default to torch's and must lie in 0 <= beta < 1", "[config]") {
   CHECK(parse({}).beta1 == 0.9);
   CHECK(parse({}).beta2 == 0.999);
   CHECK(parse({"beta2=0.95"}).beta2 == 0.95);

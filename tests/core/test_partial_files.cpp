@@ -41,7 +41,7 @@ TEST_CASE("StagedDir writes beside the target, also when the target is spelled w
   fs::remove_all(dir);
 }
 
-TEST_CASE("an uncommitted StagedDir is removed; the root and dot names are refused", "[core]") {
+TEST_CASE("an uncommitted StagedDir is removed, the root and dot names are refused", "[core]") {
   const fs::path dir = tessera::testing::fresh_dir("partial");
   fs::path staged_path;
   {

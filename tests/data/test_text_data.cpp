@@ -59,7 +59,7 @@ TEST_CASE("alpaca_prompt is litgpt's Alpaca template, with and without an input"
         "### Response:\n");
 }
 
-TEST_CASE("instructions: BOS + prompt + output + EOS as litgpt 0.5.7, the prompt's length kept; JSON or JSONL",
+TEST_CASE("instructions: BOS + prompt + output + EOS as litgpt 0.5.7, the prompt's length kept, JSON or JSONL",
           "[text_data]") {
   const fs::path dir = text_scratch_dir("instr");
   const auto tok = text::Tokenizer::load(llama_like_dir(dir));
@@ -86,7 +86,7 @@ TEST_CASE("instructions: BOS + prompt + output + EOS as litgpt 0.5.7, the prompt
   fs::remove_all(dir);
 }
 
-TEST_CASE("documents: a line of .txt or a JSONL \"text\" each, ending in EOS; no BOS without the config's say",
+TEST_CASE("documents: a line of .txt or a JSONL \"text\" each, ending in EOS, no BOS without the config's say",
           "[text_data]") {
   const fs::path dir = text_scratch_dir("docs");
   const auto tok = text::Tokenizer::load(text_fixture("sp_bpe/tokenizer.model"));
@@ -176,7 +176,7 @@ TEST_CASE("the token cache: written once, reused, rebuilt for another source or 
   fs::remove_all(dir);
 }
 
-TEST_CASE("TokenBatches over instructions: rows cut to seq_len, padded, targets shifted; mask_prompt hides the prompt",
+TEST_CASE("TokenBatches over instructions: rows cut to seq_len, padded, targets shifted, mask_prompt hides the prompt",
           "[text_data]") {
   const fs::path dir = text_scratch_dir("batches");
   const fs::path tok_dir = llama_like_dir(dir);
@@ -216,7 +216,7 @@ TEST_CASE("TokenBatches over instructions: rows cut to seq_len, padded, targets 
   fs::remove_all(dir);
 }
 
-TEST_CASE("TokenBatches over documents packs them into one stream; text needs a tokenizer that fits the model",
+TEST_CASE("TokenBatches over documents packs them into one stream, text needs a tokenizer that fits the model",
           "[text_data]") {
   const fs::path dir = text_scratch_dir("packed");
   const auto tok = text::Tokenizer::load(text_fixture("sp_bpe/tokenizer.model"));

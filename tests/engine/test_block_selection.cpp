@@ -40,7 +40,7 @@ TEST_CASE("checkpoint_blocks: all block types, or the ones named", "[engine][blo
   CHECK_THROWS_AS(checkpointed_blocks("none", kUnits, "blip2"), ConfigError);
 }
 
-TEST_CASE("wrap_blocks: block types and module names become units; the rest is the root", "[engine][block_selection]") {
+TEST_CASE("wrap_blocks: block types and module names become units, the rest is the root", "[engine][block_selection]") {
   CHECK(wrapped_units("all", kUnits, "blip2") == flags({1, 2, 3, 5}));
   CHECK(wrapped_units("none", kUnits, "blip2") == flags({}));
   // The seed's auto_wrap_policy={Blip2EncoderLayer, Blip2QFormerLayer, OPTDecoderLayer}.

@@ -37,7 +37,7 @@ ParamStore small_store() {
 
 }  // namespace
 
-TEST_CASE("save_hf_dir: whole directory, trailing slash or not; nothing on failure", "[engine]") {
+TEST_CASE("save_hf_dir: whole directory, trailing slash or not, nothing on failure", "[engine]") {
   const fs::path dir = tessera::testing::fresh_dir("save");
   const ParamStore store = small_store();
   save_hf_dir<FakeModel>((dir / "out/").string(), FakeModel::Config::writes, store, store.full_units());

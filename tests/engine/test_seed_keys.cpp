@@ -48,7 +48,7 @@ TEST_CASE("each experiment type names its policies in the seeds' words", "[confi
   CHECK(value_of(seed_choices<Experiment<models::Llama, HybridShard>>(4), "strategy") == "fsdp_hybrid_shard");
 }
 
-TEST_CASE("a seed key that names the binary passes, with any of its spellings; others are refused", "[config][seed_keys]") {
+TEST_CASE("a seed key that names the binary passes, with any of its spellings, others are refused", "[config][seed_keys]") {
   const auto choices = seed_choices<Experiment<models::Llama, Ddp, Bf16Mixed>>(4);
   CHECK_NOTHROW(check(choices, {"precision=bf16-mixed", "optim=adamw", "act_ckpt=False", "strategy=ddp", "devices=4",
                                 "batch_size=2"}));

@@ -51,7 +51,7 @@ Reference reference(const ParamStore& store, const at::Tensor& x, const at::Tens
 
 }  // namespace
 
-TEST_CASE("UnitEngine: a two-input call gets both gradients; a frozen call builds no graph", "[engine][unit_engine]") {
+TEST_CASE("UnitEngine: a two-input call gets both gradients, a frozen call builds no graph", "[engine][unit_engine]") {
   const bool checkpointed = GENERATE(false, true);
   ParamStore store(specs(), at::kFloat, c10::Device("cpu"));
   store.initialize(0.5, 7);

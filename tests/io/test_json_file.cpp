@@ -51,7 +51,7 @@ TEST_CASE("read_json_file refuses deep nesting, directories, FIFOs and missing f
   fs::remove_all(dir);
 }
 
-TEST_CASE("json_excerpt is bounded and ASCII; json_type_phrase names the type", "[io]") {
+TEST_CASE("json_excerpt is bounded and ASCII, json_type_phrase names the type", "[io]") {
   const nlohmann::json long_array(std::vector<int>(1000, 7));
   const std::string text = json_excerpt(long_array, 20);
   CHECK(text == "[7,7,7,7,7,7,7,7,7,7...");

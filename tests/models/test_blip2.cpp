@@ -152,7 +152,7 @@ TEST_CASE("BLIP-2: config.json round trip, and what tessera cannot compute is re
   fs::remove_all(d);
 }
 
-TEST_CASE("freeze= names modules by path; unknown names and freezing everything are refused", "[models][blip2][freeze]") {
+TEST_CASE("freeze= names modules by path, unknown names and freezing everything are refused", "[models][blip2][freeze]") {
   const auto units = Blip2Opt::units(Blip2Opt::preset("tiny"));
   const std::vector<bool> none = frozen_units("none", units, "blip2-opt");
   CHECK(std::none_of(none.begin(), none.end(), [](bool f) { return f; }));
@@ -172,7 +172,7 @@ TEST_CASE("freeze= names modules by path; unknown names and freezing everything 
   CHECK_THROWS_WITH(frozen_units("none,qformer", units, "blip2-opt"), Catch::Contains("goes alone"));
 }
 
-TEST_CASE("BLIP-2 tiny: a training step on synthetic captions; frozen parts hold no gradients or optimizer state",
+TEST_CASE("BLIP-2 tiny: a training step on synthetic captions, frozen parts hold no gradients or optimizer state",
           "[models][blip2][freeze]") {
   RunConfig cfg = small_run(2, 1, 16);
   Trainer<Experiment<Blip2Opt>> all(cfg, quiet());

@@ -98,7 +98,7 @@ TEST_CASE("unknown presets and bad config.json files are refused clearly", "[mod
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("config.json: transformers 5's rope_parameters give rope_theta; other rope types are refused", "[models]") {
+TEST_CASE("config.json: transformers 5's rope_parameters give rope_theta, other rope types are refused", "[models]") {
   const auto dir = std::filesystem::temp_directory_path() / ("tessera-cfg-rope-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto read_with = [&](const std::string& rope) {

@@ -24,13 +24,13 @@ TEST_CASE("peak_flops: the labs' GPUs by their CUDA names, tensor-core rate for 
   CHECK_FALSE(device_peak_flops(c10::Device(c10::kCPU), ScalarType::Float).has_value());
 }
 
-TEST_CASE("mfu: achieved FLOP/s per device over the peak; 0 when a figure is missing", "[report][mfu]") {
+TEST_CASE("mfu: achieved FLOP/s per device over the peak, 0 when a figure is missing", "[report][mfu]") {
   CHECK(mfu(4e15, 2.0, 4, 1e15) == Approx(0.5));
   CHECK(mfu(4e15, 2.0, 1, 0.0) == 0.0);
   CHECK(mfu(4e15, 0.0, 1, 1e15) == 0.0);
 }
 
-TEST_CASE("training FLOPs per token: Llama and OPT count them; attention grows with seq_len", "[report][mfu]") {
+TEST_CASE("training FLOPs per token: Llama and OPT count them, attention grows with seq_len", "[report][mfu]") {
   static_assert(counts_training_flops<models::Llama>);
   static_assert(counts_training_flops<models::Opt>);
   static_assert(!counts_training_flops<models::Vit>);

@@ -53,7 +53,7 @@ TEST_CASE("timeline keeps a rank's first million events and drops the rest", "[r
   tl::stop();
 }
 
-TEST_CASE("timeline events survive encode and decode; padding rows are dropped", "[report]") {
+TEST_CASE("timeline events survive encode and decode, padding rows are dropped", "[report]") {
   const std::vector<tl::Event> ev{{tl::Kind::all_gather, -1, 123, 10, 20}, {tl::Kind::backward, 4, 0, 30, 45}};
   const std::vector<std::int64_t> rows = tl::encode(ev, 5);
   CHECK(rows.size() == 5 * tl::encoded_width);

@@ -42,7 +42,7 @@ TEST_CASE("AddedTokens: the leftmost match, the longest there, and the text betw
   CHECK(tokens.find("<pad>") == nullptr);
 }
 
-TEST_CASE("AddedTokens: single_word needs no word character beside it; lstrip/rstrip take the spaces", "[text]") {
+TEST_CASE("AddedTokens: single_word needs no word character beside it, lstrip/rstrip take the spaces", "[text]") {
   AddedToken word = token("the", 5);
   word.single_word = true;
   AddedToken mask = token("<mask>", 6);

@@ -25,7 +25,7 @@ TEST_CASE("decode_utf8 reads one to four bytes and refuses what UTF-8 forbids", 
   CHECK(!decode_utf8("\xff", 0).valid);
 }
 
-TEST_CASE("first_invalid_utf8 names the first bad byte; lossy_utf8 replaces maximal subparts", "[text]") {
+TEST_CASE("first_invalid_utf8 names the first bad byte, lossy_utf8 replaces maximal subparts", "[text]") {
   CHECK_FALSE(first_invalid_utf8(""));
   CHECK_FALSE(first_invalid_utf8("plain ascii \xc3\xa9 \xf0\x9f\x99\x82"));
   CHECK(first_invalid_utf8("ab\xff").value() == 2);

@@ -11,9 +11,14 @@
 
 namespace tessera::testing {
 
-// tests/text/fixtures/<name>, found from this file's own path.
+// tests/text/fixtures/<name>: TESSERA_TEXT_FIXTURES when the build defines it (tessera's build compiles through
+// ccache with paths relative to the build directory, so __FILE__ is relative there), else found from this file's path.
 inline std::filesystem::path text_fixture(std::string_view name) {
+#ifdef TESSERA_TEXT_FIXTURES
+  return std::filesystem::path(TESSERA_TEXT_FIXTURES) / name;
+#else
   return std::filesystem::path(__FILE__).parent_path() / "fixtures" / name;
+#endif
 }
 
 // An empty directory of its own under the temp directory.
