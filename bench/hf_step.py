@@ -3,16 +3,18 @@
 attention) trained in PyTorch eager with one torch.optim.AdamW for the whole run, as its users run it.
 
 usage: hf_step.py init --dir D --tokens N
-       hf_step.py bench --dir D --rows R --seq-len T --threads N --steps S [--warmup W]
+       hf_step.py bench --dir D --rows R --seq-len T --threads N --steps S [--warmup W] [--precision P]
 
 init: D holds a config.json (written by the bench with tessera's writer); adds random weights (torch.manual_seed(0),
 transformers' own initialisation) with save_pretrained, and D/tokens.bin, N random tokens as raw uint16 (nanoGPT's
 format), so that tessera (model_dir=D data=D/tokens.bin) and every peer train the same weights on the same rows;
 prints {"dir": D, "tokens": N} as its last line (the bench reads every Python side's last JSON line).
-bench: trains from D, reading the rows in tessera's order; prints one JSON line
+bench: trains from D, reading the rows in tessera's order, in --precision P as Lightning's precision plugins run it:
+32-true (default), bf16-true (the model and AdamW's state in bf16), bf16-mixed (fp32 weights and AdamW, the forward
+under torch.autocast("cpu", torch.bfloat16), the loss in fp32); prints one JSON line
 {"step_ms": [...], "loss": [...], "threads": n, "peak_bytes": b}: the wall time of each step after the warm-up steps
 (the first step also creates AdamW's state, as tessera's does), the loss of every step (warm-up included; read after
-the clock stops), torch.get_num_threads(), and the tensor peak of one more step: the highest sum of the bytes of
+the clock stops), torch.get_num_threads(), and (without --no-peak) the tensor peak of one more step: the highest sum of the bytes of
 live CPU tensors (parameters, gradients, AdamW state, activations, temporaries) in torch.profiler's memory timeline
 of that step, which counts what tessera's CPU allocator counts (tensor bytes, not the C allocator's cached pages).
 """
@@ -45,14 +47,19 @@ def batch(tokens, step, rows, seq_len):
     return span[:-1].view(rows, seq_len), span[1:].view(rows, seq_len)
 
 
+PRECISION = "32-true"  # bench --precision; loss_of and load_model follow it
+
+
 def loss_of(model, x, y):
     """Mean next-token cross-entropy over every position, in fp32, as tessera computes it."""
-    logits = model(input_ids=x).logits
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=PRECISION == "bf16-mixed"):
+        logits = model(input_ids=x).logits
     return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.reshape(-1))
 
 
 def load_model(model_dir):
-    return LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
+    dtype = torch.bfloat16 if PRECISION == "bf16-true" else torch.float32
+    return LlamaForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation="sdpa")
 
 
 def init(a):
@@ -80,9 +87,10 @@ def bench(a):
         opt.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
-    print(json.dumps({"step_ms": [t * 1e3 for t in times[a.warmup:]], "loss": losses,
-                      "threads": torch.get_num_threads(),
-                      "peak_bytes": step_peak_bytes(model, opt, tokens, a.warmup + a.steps, a)}))
+    out = {"step_ms": [t * 1e3 for t in times[a.warmup:]], "loss": losses, "threads": torch.get_num_threads()}
+    if not a.no_peak:
+        out["peak_bytes"] = step_peak_bytes(model, opt, tokens, a.warmup + a.steps, a)
+    print(json.dumps(out))
 
 
 def step_peak_bytes(model, opt, tokens, s, a):
@@ -108,11 +116,15 @@ def parse(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("cmd", choices=["init", "bench"])
     ap.add_argument("--dir", required=True, help="model dir (config.json, model.safetensors, tokens.bin)")
+    ap.add_argument("--precision", choices=["32-true", "bf16-true", "bf16-mixed"], default="32-true")
+    ap.add_argument("--no-peak", action="store_true", help="bench: leave out the profiled step and peak_bytes")
     for k, d in [("--tokens", 0), ("--rows", 8), ("--seq-len", 256), ("--steps", 5), ("--warmup", 1),
                  ("--threads", 0)]:
         ap.add_argument(k, type=int, default=d)
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads or os.cpu_count())
+    global PRECISION
+    PRECISION = a.precision
     return a
 
 

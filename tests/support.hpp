@@ -61,6 +61,37 @@ PrecisionRun against_fp32(std::int64_t n) {
   return {std::abs(low.back() - fp32.back()), low.front() - low.back(), fp32.front() - fp32.back()};
 }
 
+// The tiny Llama under `Precision` for n steps with cpu_lowp=native and with cpu_lowp=widen (the same weights and
+// batches as losses<Precision>), and how much fp32 widening each run did (the largest widened_peak of its memory
+// snapshots: 0 when no product was widened).
+struct LowpPaths {
+  std::vector<double> native, widened;
+  std::int64_t native_widened_bytes = 0, widen_widened_bytes = 0;
+};
+template <class Precision>
+LowpPaths lowp_paths(std::int64_t n) {
+  LowpPaths out;
+  for (const CpuLowp path : {CpuLowp::native, CpuLowp::widen}) {
+    RunConfig cfg = small_run();
+    cfg.max_steps = n;
+    cfg.num_train_samples = cfg.batch_size;
+    cfg.cpu_lowp = path;
+    Trainer<Experiment<models::Llama, Precision>> t(cfg, quiet());
+    std::vector<double>& losses = path == CpuLowp::native ? out.native : out.widened;
+    for (std::int64_t s = 0; s < n; ++s) losses.push_back(t.train_step(s).loss);
+    std::int64_t& bytes = path == CpuLowp::native ? out.native_widened_bytes : out.widen_widened_bytes;
+    for (const memory::MemorySnapshot& snap : t.snapshots()) bytes = std::max(bytes, snap.widened_peak);
+  }
+  return out;
+}
+
+// max_k |a_k - b_k| / |b_k|
+inline double max_rel_gap(const std::vector<double>& a, const std::vector<double>& b) {
+  double gap = 0.0;
+  for (std::size_t k = 0; k < a.size() && k < b.size(); ++k) gap = std::max(gap, std::abs(a[k] - b[k]) / std::abs(b[k]));
+  return gap;
+}
+
 // max |a - b| / max(max |b|, tiny): one number for "equal within tolerance" on whole buffers.
 inline double max_rel_diff(const at::Tensor& a, const at::Tensor& b) {
   const at::Tensor da = a.detach().to(at::kDouble), db = b.detach().to(at::kDouble);

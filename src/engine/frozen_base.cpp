@@ -56,9 +56,9 @@ FrozenBase::FrozenBase(const ParamStore& store, const std::vector<bool>& quantiz
   }
 }
 
-at::Tensor FrozenBase::linear(std::size_t spec, const at::Tensor& x) const {
-  if (nf4_[spec]) return quant::nf4_linear(x, *nf4_[spec]);
-  return at::linear(x, dense_[spec]);
+at::Tensor FrozenBase::linear(std::size_t spec, const at::Tensor& x, const ops::Gemm& gemm) const {
+  if (nf4_[spec]) return quant::nf4_linear(x, *nf4_[spec], gemm);
+  return gemm.linear(x, dense_[spec]);
 }
 
 at::Tensor FrozenBase::weight(std::size_t spec, c10::ScalarType dtype) const {

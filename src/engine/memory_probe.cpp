@@ -5,13 +5,20 @@
 
 #include "tessera/engine/job.hpp"
 #include "tessera/memory/allocator_stats.hpp"
+#include "tessera/ops/gemm.hpp"
 
 namespace tessera {
 
+MemoryProbe::MemoryProbe(std::int64_t memory_every, const Runtime& runtime, Reporter& reporter)
+    : every_(memory_every), runtime_(runtime), reporter_(reporter) {
+  ops::take_widened_peak();
+}
+
 void MemoryProbe::take(std::int64_t step, std::int64_t micro, memory::Phase phase, const memory::OwnedBytes& owned) {
   if (!due(step)) return;
-  const auto own = memory::make_snapshot(step, micro, phase, runtime_.rank, owned,
-                                         memory::allocator_stats(runtime_.device), runtime_.device.is_cpu());
+  auto own = memory::make_snapshot(step, micro, phase, runtime_.rank, owned, memory::allocator_stats(runtime_.device),
+                                   runtime_.device.is_cpu());
+  own.widened_peak = ops::take_widened_peak();
   own_.push_back(own);
   const bool print_line = micro == 0 || phase == memory::Phase::after_optimizer_step;
   if (runtime_.world_size == 1) {

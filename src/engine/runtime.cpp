@@ -9,6 +9,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/memory/counting_cpu_allocator.hpp"
 #include "tessera/memory/counting_meta_allocator.hpp"
+#include "tessera/ops/cpu_lowp.hpp"
 
 namespace tessera {
 
@@ -43,5 +44,21 @@ Runtime make_runtime(const RunConfig& cfg, const JobPlace& place) {
   return rt;
 }
 
+
+}  // namespace tessera
+
+namespace tessera {
+
+GemmChoice choose_gemm(CpuLowp setting, c10::ScalarType compute, c10::Device device) {
+  const c10::DeviceType target =
+      device.is_meta() ? DryRunScope::active_target().value_or(c10::DeviceType::CPU) : device.type();
+  if (target != c10::DeviceType::CPU || (compute != at::kBFloat16 && compute != at::kHalf)) return {};
+  const std::string dtype = compute == at::kBFloat16 ? "bf16" : "fp16";
+  if (setting == CpuLowp::native) return {{ops::Lowp::native}, "LibTorch's " + dtype + " kernels (cpu_lowp=native)"};
+  if (setting == CpuLowp::widen) return {{ops::Lowp::widen}, "widened to fp32, rounded once (cpu_lowp=widen)"};
+  const ops::CpuLowpSupport support = ops::cpu_lowp_support(compute);
+  if (support.native) return {{ops::Lowp::native}, "LibTorch's " + dtype + " kernels (cpu_lowp=auto: " + support.reason + ")"};
+  return {{ops::Lowp::widen}, "widened to fp32, rounded once (cpu_lowp=auto: " + support.reason + ")"};
+}
 
 }  // namespace tessera

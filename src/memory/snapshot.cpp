@@ -52,6 +52,7 @@ std::string format_snapshot(const MemorySnapshot& s) {
   figure("Optim", s.owned.optim, s.owned.optim_cpu);
   line += " | Acts " + gib(s.acts) + " GiB | Allocated " + gib(s.allocator.allocated) + " GiB (peak " +
           gib(s.allocator.peak) + ") | Reserved " + gib(s.allocator.reserved) + " GiB";
+  if (s.widened_peak > 0) line += " | Widened " + gib(s.widened_peak) + " GiB (peak)";
   return line;
 }
 
@@ -80,6 +81,8 @@ std::string format_snapshot_max(std::span<const MemorySnapshot> ranks) {
   peak.replace(peak.find(" GiB (r"), 7, ", r");
   line += field("Allocated", [](const MemorySnapshot& s) { return s.allocator.allocated; }) + " (" + peak + " | ";
   line += field("Reserved", [](const MemorySnapshot& s) { return s.allocator.reserved; });
+  if (std::any_of(ranks.begin(), ranks.end(), [](const MemorySnapshot& s) { return s.widened_peak > 0; }))
+    line += " | " + field("Widened", [](const MemorySnapshot& s) { return s.widened_peak; }) + " (peak)";
   return line + " | max over " + std::to_string(ranks.size()) + " ranks";
 }
 
@@ -87,7 +90,8 @@ std::array<std::int64_t, snapshot_record_size> to_record(const MemorySnapshot& s
   return {s.step,           s.micro,         static_cast<std::int64_t>(s.phase), s.rank,
           s.owned.params,   s.owned.grads,   s.owned.optim,                      s.owned.optim_cpu,
           s.owned.params_cpu, s.owned.grads_cpu, s.acts,
-          s.allocator.allocated, s.allocator.peak, s.allocator.reserved, s.host_is_device ? 1 : 0};
+          s.allocator.allocated, s.allocator.peak, s.allocator.reserved, s.host_is_device ? 1 : 0,
+          s.widened_peak};
 }
 
 MemorySnapshot from_record(std::span<const std::int64_t> r) {
@@ -102,6 +106,7 @@ MemorySnapshot from_record(std::span<const std::int64_t> r) {
   s.allocator.peak = r[12];
   s.allocator.reserved = r[13];
   s.host_is_device = r[14] != 0;
+  s.widened_peak = r[15];
   return s;
 }
 

@@ -77,7 +77,7 @@ at::Tensor vision_embed(const Blip2VisionConfig& c, const CallWeights& w, const 
                 std::to_string(c.image_size) + ", " + std::to_string(c.image_size) + "); resize them to image_size");
   const at::Tensor& weight = w[0][patch_w];
   const at::Tensor patches =
-      at::conv2d(pixels.to(weight.scalar_type()), weight, w[0][patch_b], {c.patch_size, c.patch_size}).flatten(2).transpose(1, 2);
+      w.gemm.conv2d(pixels.to(weight.scalar_type()), weight, w[0][patch_b], c.patch_size).flatten(2).transpose(1, 2);
   const at::Tensor cls = w[0][class_embedding].expand({pixels.size(0), 1, -1});
   return at::cat({cls, patches}, 1) + w[0][position_embedding];
 }
@@ -87,8 +87,8 @@ at::Tensor vision_layer(const Blip2VisionConfig& c, const CallWeights& w, const 
   const auto heads = c.num_attention_heads;
   const at::Tensor h = layer_norm(x, w[0][ln1_w], w[0][ln1_b], c.layer_norm_eps);
   const std::vector<at::Tensor> qkv = w.linear(0, qkv_w, h, qkv_b).chunk(3, -1);
-  const at::Tensor attn = at::scaled_dot_product_attention(heads_first(qkv[0], heads), heads_first(qkv[1], heads),
-                                                           heads_first(qkv[2], heads));
+  const at::Tensor attn =
+      w.gemm.attention(heads_first(qkv[0], heads), heads_first(qkv[1], heads), heads_first(qkv[2], heads));
   const at::Tensor x1 = x + w.linear(0, proj_w, heads_last(attn), proj_b);
   const at::Tensor h2 = layer_norm(x1, w[0][ln2_w], w[0][ln2_b], c.layer_norm_eps);
   return x1 + w.linear(0, fc2_w, at::gelu(w.linear(0, fc1_w, h2, fc1_b)), fc2_b);
@@ -101,7 +101,7 @@ at::Tensor qformer_attention(const Blip2QFormerConfig& c, const CallWeights& w, 
   const at::Tensor q = heads_first(w.linear(0, first + aq_w, h, static_cast<std::ptrdiff_t>(first + aq_b)), heads);
   const at::Tensor k = heads_first(w.linear(0, first + ak_w, kv, static_cast<std::ptrdiff_t>(first + ak_b)), heads);
   const at::Tensor v = heads_first(w.linear(0, first + av_w, kv, static_cast<std::ptrdiff_t>(first + av_b)), heads);
-  const at::Tensor out = w.linear(0, first + ao_w, heads_last(at::scaled_dot_product_attention(q, k, v)),
+  const at::Tensor out = w.linear(0, first + ao_w, heads_last(w.gemm.attention(q, k, v)),
                                   static_cast<std::ptrdiff_t>(first + ao_b));
   return layer_norm(out + h, w[0][first + aln_w], w[0][first + aln_b], c.layer_norm_eps);
 }

@@ -116,9 +116,8 @@ at::Tensor decoder_layer(const LlamaConfig& c, const Llama::Context& ctx, const 
   k = apply_rope(k, cos, sin);
   // HF's default "sdpa" attention: causal, scaled by 1/sqrt(D), grouped-query heads shared by enable_gqa
   // (each kv head serves heads / kv_heads query heads, as repeat_kv does). (B, heads, T, D) -> (B, T, heads*D).
-  const at::Tensor attn = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                                           /*is_causal=*/true, /*scale=*/std::nullopt,
-                                                           /*enable_gqa=*/true)
+  const at::Tensor attn = w.gemm.attention(q, k, v, /*mask=*/std::nullopt, /*causal=*/true, /*scale=*/std::nullopt,
+                                           /*gqa=*/true)
                               .transpose(1, 2)
                               .reshape({b, t, heads * d});
   const at::Tensor x1 = x + w.linear(0, 4, attn);
@@ -139,7 +138,7 @@ at::Tensor Llama::compute(const Config& c, const Context& ctx, std::size_t call,
   // Head: head unit = {norm[, lm_head]}, then the embedding unit (lm_head when tied).
   const at::Tensor h = rms_norm(in[0], w[0][0], c.rms_norm_eps);
   const at::Tensor& lm_head = c.tie_word_embeddings ? w[1][0] : w[0][1];
-  const at::Tensor logits = at::linear(h, lm_head);  // (B, T, V)
+  const at::Tensor logits = w.gemm.linear(h, lm_head);  // (B, T, V)
   return at::cross_entropy_loss(logits.to(at::kFloat).view({-1, c.vocab_size}), in[1].reshape({-1}));
 }
 

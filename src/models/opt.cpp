@@ -172,8 +172,7 @@ at::Tensor decoder_layer(const OptConfig& c, const CallWeights& w, const at::Ten
   if (mask.defined())
     allowed = at::ones({t, t}, mask.options().dtype(at::kBool)).tril().unsqueeze(0).logical_and(
                   mask.to(at::kBool).unsqueeze(1)).unsqueeze(1);
-  const at::Tensor attn = at::scaled_dot_product_attention(q, k, v, allowed, /*dropout_p=*/0.0,
-                                                           /*is_causal=*/!mask.defined(), /*scale=*/1.0)
+  const at::Tensor attn = w.gemm.attention(q, k, v, allowed, /*causal=*/!mask.defined(), /*scale=*/1.0)
                               .transpose(1, 2)
                               .reshape({b, t, heads * d});
   at::Tensor x1 = x + w.linear(0, out_w, attn, out_b);
@@ -202,7 +201,7 @@ at::Tensor head(const OptConfig& c, const CallWeights& w, const at::Tensor& x, c
     if (c.has_projections()) h = w.linear(0, j++, h);
     lm_head = c.tie_word_embeddings ? w[1][embed_tokens] : w[0][j];
   }
-  const at::Tensor logits = at::linear(h, lm_head);  // (B, T, V)
+  const at::Tensor logits = w.gemm.linear(h, lm_head);  // (B, T, V)
   return at::cross_entropy_loss(logits.to(at::kFloat).view({-1, c.vocab_size}), targets.reshape({-1}));
 }
 

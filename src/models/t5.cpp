@@ -80,8 +80,8 @@ at::Tensor attention(const T5Config& c, const CallWeights& w, std::size_t first,
   const at::Tensor q = w.linear(0, first + q_w, h).view({b, tq, heads, d}).transpose(1, 2);
   const at::Tensor k = w.linear(0, first + k_w, kv).view({b, tk, heads, d}).transpose(1, 2);
   const at::Tensor v = w.linear(0, first + v_w, kv).view({b, tk, heads, d}).transpose(1, 2);
-  const at::Tensor probs = at::softmax(at::matmul(q, k.transpose(2, 3)) + bias, -1);
-  const at::Tensor out = at::matmul(probs, v).transpose(1, 2).reshape({b, tq, heads * d});
+  const at::Tensor probs = at::softmax(w.gemm.matmul(q, k.transpose(2, 3)) + bias, -1);
+  const at::Tensor out = w.gemm.matmul(probs, v).transpose(1, 2).reshape({b, tq, heads * d});
   return w.linear(0, first + o_w, out);
 }
 
@@ -125,7 +125,7 @@ at::Tensor head(const T5Config& c, const CallWeights& w, const at::Tensor& y, co
   at::Tensor h = rms_norm(c, y, w[0][0]);
   if (c.scale_decoder_outputs) h = h * std::pow(static_cast<double>(c.d_model), -0.5);
   const at::Tensor& lm_head = c.tie_word_embeddings ? w[1][0] : w[0][1];
-  const at::Tensor logits = at::linear(h, lm_head);
+  const at::Tensor logits = w.gemm.linear(h, lm_head);
   return at::cross_entropy_loss(logits.to(at::kFloat).view({-1, c.vocab_size}), labels.reshape({-1}), {},
                                 at::Reduction::Mean, kIgnoreIndex);
 }

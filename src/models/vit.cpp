@@ -34,8 +34,7 @@ at::Tensor embed(const VitConfig& c, const CallWeights& w, const at::Tensor& pix
                 " but the model takes (B, " + std::to_string(c.num_channels) + ", " + std::to_string(c.image_size) +
                 ", " + std::to_string(c.image_size) + "); resize them to image_size");
   const at::Tensor& weight = w[0][patch_w];
-  const at::Tensor patches = at::conv2d(pixels.to(weight.scalar_type()), weight, w[0][patch_b],
-                                        {c.patch_size, c.patch_size})
+  const at::Tensor patches = w.gemm.conv2d(pixels.to(weight.scalar_type()), weight, w[0][patch_b], c.patch_size)
                                  .flatten(2)
                                  .transpose(1, 2);
   const at::Tensor cls = w[0][cls_token].expand({pixels.size(0), -1, -1});
@@ -49,7 +48,7 @@ at::Tensor layer(const VitConfig& c, const CallWeights& w, const at::Tensor& x) 
   const at::Tensor q = w.linear(0, q_w, h, q_b).view({b, t, heads, d}).transpose(1, 2);
   const at::Tensor k = w.linear(0, k_w, h, k_b).view({b, t, heads, d}).transpose(1, 2);
   const at::Tensor v = w.linear(0, v_w, h, v_b).view({b, t, heads, d}).transpose(1, 2);
-  const at::Tensor attn = at::scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape({b, t, heads * d});
+  const at::Tensor attn = w.gemm.attention(q, k, v).transpose(1, 2).reshape({b, t, heads * d});
   const at::Tensor x1 = x + w.linear(0, o_w, attn, o_b);
   const at::Tensor h2 = layer_norm(c, x1, w, after_w, after_b);
   return x1 + w.linear(0, fc2_w, at::gelu(w.linear(0, fc1_w, h2, fc1_b)), fc2_b);

@@ -257,17 +257,19 @@ Nf4Tensor load_nf4(AutogradContext* ctx) {
 }
 
 struct Nf4Linear : torch::autograd::Function<Nf4Linear> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const Nf4Tensor& q) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const Nf4Tensor& q, const ops::Gemm& gemm) {
     save_nf4(ctx, q);
     ctx->saved_data["x_dtype"] = static_cast<std::int64_t>(x.scalar_type());
-    return at::linear(x, nf4_dequantize(q, x.scalar_type()));
+    ctx->saved_data["lowp"] = static_cast<std::int64_t>(gemm.lowp);
+    return gemm.linear(x, nf4_dequantize(q, x.scalar_type()));
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto dtype = static_cast<c10::ScalarType>(ctx->saved_data["x_dtype"].toInt());
     const Nf4Tensor q = load_nf4(ctx);
+    const ops::Gemm gemm{static_cast<ops::Lowp>(ctx->saved_data["lowp"].toInt())};
     at::Tensor g = grads[0];
     if (g.scalar_type() != dtype) g = g.to(dtype);
-    return {at::matmul(g, nf4_dequantize(q, dtype)), at::Tensor()};
+    return {gemm.linear(g, nf4_dequantize(q, dtype).t()), at::Tensor(), at::Tensor()};  // g W = g (W^T)^T
   }
 };
 
@@ -301,7 +303,7 @@ at::Tensor nf4_dequantize(const Nf4Tensor& q, c10::ScalarType dtype) {
   return detail::nf4_dequantize_tensor_ops(q, dtype);
 }
 
-at::Tensor nf4_linear(const at::Tensor& x, const Nf4Tensor& q) {
+at::Tensor nf4_linear(const at::Tensor& x, const Nf4Tensor& q, const ops::Gemm& gemm) {
   check_nf4(q, "nf4_linear");
   if (q.shape.size() != 2)
     throw Error("nf4_linear: the quantized weight has shape " + shape_str(q.shape) + "; it must be (out, in)");
@@ -314,7 +316,7 @@ at::Tensor nf4_linear(const at::Tensor& x, const Nf4Tensor& q) {
   if (x.device() != q.device())
     throw Error("nf4_linear: input on " + x.device().str() + " but the quantized weight on " + q.device().str() +
                 "; move one of them");
-  return Nf4Linear::apply(x, q);
+  return Nf4Linear::apply(x, q, gemm);
 }
 
 namespace detail {

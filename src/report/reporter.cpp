@@ -52,21 +52,23 @@ void Reporter::step(const StepResult& r, std::int64_t total_steps) {
 }
 
 void Reporter::memory(const memory::MemorySnapshot& s, bool print_line) {
-  metrics_.write({{"event", "memory"},
-                  {"step", s.step},
-                  {"micro", s.micro},
-                  {"phase", memory::phase_label(s.phase)},
-                  {"rank", s.rank},
-                  {"params", s.owned.params},
-                  {"grads", s.owned.grads},
-                  {"optim", s.owned.optim},
-                  {"optim_cpu", s.owned.optim_cpu},
-                  {"params_cpu", s.owned.params_cpu},
-                  {"grads_cpu", s.owned.grads_cpu},
-                  {"acts", s.acts},
-                  {"allocated", s.allocator.allocated},
-                  {"peak", s.allocator.peak},
-                  {"reserved", s.allocator.reserved}});
+  nlohmann::json record = {{"event", "memory"},
+                           {"step", s.step},
+                           {"micro", s.micro},
+                           {"phase", memory::phase_label(s.phase)},
+                           {"rank", s.rank},
+                           {"params", s.owned.params},
+                           {"grads", s.owned.grads},
+                           {"optim", s.owned.optim},
+                           {"optim_cpu", s.owned.optim_cpu},
+                           {"params_cpu", s.owned.params_cpu},
+                           {"grads_cpu", s.owned.grads_cpu},
+                           {"acts", s.acts},
+                           {"allocated", s.allocator.allocated},
+                           {"peak", s.allocator.peak},
+                           {"reserved", s.allocator.reserved}};
+  if (s.widened_peak > 0) record["widened_peak"] = s.widened_peak;
+  metrics_.write(record);
   if (print_line) print("  step " + std::to_string(s.step) + " micro " + std::to_string(s.micro) + " " +
                         memory::format_snapshot(s));
 }

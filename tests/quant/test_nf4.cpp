@@ -297,6 +297,25 @@ TEST_CASE("nf4_linear with bf16 inputs on the CPU", "[quant]") {
   CHECK(max_rel_diff(x.grad(), at::matmul(gy.to(at::kFloat), deq)) < 1e-2);
 }
 
+TEST_CASE("nf4_linear through a widening Gemm is the widened dense linear, forward and backward", "[quant]") {
+  // QLora's bf16 runs on a CPU without 16-bit GEMMs (cpu_lowp=widen): the dequantized weight's products widened.
+  at::manual_seed(17);
+  const ops::Gemm widen{ops::Lowp::widen};
+  const Nf4Tensor q = nf4_quantize(at::randn({48, 128}) * 0.02, false);
+  const at::Tensor w = nf4_dequantize(q, at::kBFloat16);
+  const at::Tensor x = at::randn({3, 5, 128}).to(at::kBFloat16).requires_grad_(true);
+  const at::Tensor xr = x.detach().clone().requires_grad_(true);
+  const at::Tensor gy = at::randn({3, 5, 48}).to(at::kBFloat16);
+  const at::Tensor y = nf4_linear(x, q, widen), yr = widen.linear(xr, w);
+  CHECK(at::equal(y, yr));
+  y.backward(gy);
+  yr.backward(gy);
+  CHECK(at::equal(x.grad(), xr.grad()));
+  ops::take_widened_peak();
+  nf4_linear(x.detach(), q, widen);
+  CHECK(ops::take_widened_peak() > 0);  // the product was widened, not run by LibTorch's bf16 kernel
+}
+
 TEST_CASE("NF4 rejects bad input with tessera::Error", "[quant]") {
   const at::Tensor w = at::randn({8, 16});
   CHECK_THROWS_AS(nf4_quantize(at::ones({8, 16}, at::kInt), false), Error);

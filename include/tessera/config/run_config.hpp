@@ -28,6 +28,15 @@ struct config_enum<ReduceDtype> {
       {{ReduceDtype::fp32, "fp32"}, {ReduceDtype::bf16, "bf16"}, {ReduceDtype::fp16, "fp16"}}};
 };
 
+// cpu_lowp: how bf16/fp16 matrix products run on the CPU: LibTorch's 16-bit kernels (native), or widened to fp32 and
+// rounded once (widen: ops/gemm.hpp); auto picks native where the CPU has 16-bit instructions (ops/cpu_lowp.hpp).
+enum class CpuLowp { auto_, native, widen };
+template <>
+struct config_enum<CpuLowp> {
+  static constexpr std::array<std::pair<CpuLowp, std::string_view>, 3> values{
+      {{CpuLowp::auto_, "auto"}, {CpuLowp::native, "native"}, {CpuLowp::widen, "widen"}}};
+};
+
 // Field order is the order of --help and of the printed table; keep config_fields below in step.
 struct RunConfig {
   std::string model = "tiny";
@@ -71,6 +80,7 @@ struct RunConfig {
   std::string freeze = "none";
   std::string device = "auto";
   std::int64_t threads = 0;
+  CpuLowp cpu_lowp = CpuLowp::auto_;
   std::int64_t log_every = 1;
   std::int64_t memory_every = 50;
   double peak_tflops = 0.0;
@@ -88,7 +98,7 @@ std::optional<std::int64_t> parse_bytes(std::string_view text);
 template <>
 struct config_fields<RunConfig> {
   static constexpr std::string_view title = "run config";
-  static constexpr std::array<FieldDoc, 49> docs{{
+  static constexpr std::array<FieldDoc, 50> docs{{
       {"model",
        "model preset of the experiment's model family (--help lists them, e.g. tiny); ignored when model_dir "
        "is set"},
@@ -173,6 +183,11 @@ struct config_fields<RunConfig> {
        "query_tokens, language_projection, language_model); none = train everything"},
       {"device", "auto (cuda if available, else cpu), cpu, cuda or cuda:N (N = GPU index)"},
       {"threads", "CPU threads for intra-op parallelism per rank; 0 = the node's cores shared among its ranks"},
+      {"cpu_lowp",
+       "CPU runs in bf16/fp16: how their matrix products run; native = LibTorch's 16-bit kernels (fast on CPUs with "
+       "avx512_bf16/amx_bf16, resp. avx512_fp16/amx_fp16; 40-130x slower than fp32 elsewhere); widen = each product "
+       "in fp32 on the 16-bit values, rounded once (the same numbers up to summation order, at fp32 speed); auto = "
+       "native where the CPU has the instructions, else widen"},
       {"log_every", "print a step line every N steps"},
       {"memory_every", "take memory snapshots at steps 0, 1 and every N steps"},
       {"peak_tflops",

@@ -3,8 +3,8 @@
 // model trains itself, LoraRuntime under Lora/QLora. The Trainer asks both the same things:
 //   store_specs()            what the trained store holds: the model's parameters, or the adapters (PEFT names)
 //   fill(store, weights)     the trained store's first values (preset initialisation, model_dir, adapter=DIR)
-//   compute(c, inputs, p)    one call: the family's compute on the engine's parameters, or on the frozen base with
-//                            LoRA's path added to every adapted linear
+//   compute(c, inputs, p, at, gemm)   one call: the family's compute on the engine's parameters, or on the frozen
+//                            base with LoRA's path added to every adapted linear; its products through gemm
 //   frozen_bytes/numel       the frozen base, for the memory and experiment tables
 //   stage_save(dir, store, full)   save_dir: the model's HF dir; under Lora a PEFT dir, or the merged model
 #include <ATen/ATen.h>
@@ -51,8 +51,9 @@ class NoAdapterRuntime {
       store.initialize(model_.initializer_range, static_cast<std::uint64_t>(cfg_.seed));
   }
   at::Tensor compute(const typename Model::Context& ctx, std::size_t c, std::span<const at::Tensor> inputs,
-                     const std::vector<std::vector<at::Tensor>>& params, const CallPosition&) const {
-    return Model::compute(model_, ctx, c, models::CallWeights{params, nullptr}, inputs);
+                     const std::vector<std::vector<at::Tensor>>& params, const CallPosition&,
+                     const ops::Gemm& gemm) const {
+    return Model::compute(model_, ctx, c, models::CallWeights{params, nullptr, gemm}, inputs);
   }
   std::int64_t frozen_bytes() const { return 0; }
   std::int64_t frozen_numel() const { return 0; }
@@ -110,19 +111,21 @@ class LoraRuntime {
   // The call's linears: the frozen base (dequantized on the fly under QLora) plus, on the adapted ones,
   // (alpha/r) * dropout(h) A^T B^T with this call's adapter views (A and B of a unit's j-th site at 2j, 2j+1).
   at::Tensor compute(const typename Model::Context& ctx, std::size_t c, std::span<const at::Tensor> inputs,
-                     const std::vector<std::vector<at::Tensor>>& adapters, const CallPosition& at) const {
+                     const std::vector<std::vector<at::Tensor>>& adapters, const CallPosition& at,
+                     const ops::Gemm& gemm) const {
     const std::vector<std::size_t>& units = calls_[c].units;
     models::CallWeights w;
+    w.gemm = gemm;
     for (std::size_t u : units) w.units.push_back(base_->unit(u));
     const models::LinearFn linear = [&](std::size_t k, std::size_t j, const at::Tensor& h, const at::Tensor& bias) {
       const std::size_t spec = base_->spec_of(units[k], j);
-      at::Tensor y = base_->linear(spec, h);
+      at::Tensor y = base_->linear(spec, h, gemm);
       if (bias.defined()) y = y + bias;
       const int site = site_index_[spec];
       if (site < 0) return y;
       const at::Tensor in = lora_.dropout > 0 ? lora_dropout(h, lora_.dropout, dropout_seed(at, c, spec)) : h;
       const std::vector<at::Tensor>& ad = adapters[k];
-      return y + at::linear(at::linear(in, ad[2 * site]), ad[2 * site + 1]) * lora_.scaling();
+      return y + gemm.linear(gemm.linear(in, ad[2 * site]), ad[2 * site + 1]) * lora_.scaling();
     };
     w.adapter = &linear;
     return Model::compute(model_, ctx, c, w, inputs);

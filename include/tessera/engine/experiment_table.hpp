@@ -52,7 +52,8 @@ std::string Trainer<Exp>::describe() const {
                 " (wrap_blocks=" + cfg_.wrap_blocks + ")";
   }
   row("sharding", sharding);
-  row("precision", std::string(Precision::name));
+  row("precision", std::string(Precision::name) +
+                       (gemm_.reason.empty() ? std::string() : "; CPU matrix products: " + gemm_.reason));
   row("checkpointing", std::string(Checkpointing::name));
   row("optimizer", std::string(Optimizer::name) + " (lr " + std::to_string(lr()) + " after lr_scaling=" +
                        detail::format_value(cfg_.lr_scaling) + ", weight_decay " + std::to_string(weight_decay()) + ")");
@@ -103,6 +104,7 @@ nlohmann::json Trainer<Exp>::run_record() const {
                       {"tokens_per_step", tokens_per_step()},
                       {"lr", lr()}};
   if (cfg_.freeze != "none") r["freeze"] = cfg_.freeze;
+  if (!gemm_.reason.empty()) r["cpu_lowp"] = gemm_.gemm.lowp == ops::Lowp::widen ? "widen" : "native";
   return r;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tessera/engine/param_store.hpp"
+#include "tessera/ops/gemm.hpp"
 #include "tessera/quant/nf4.hpp"
 
 namespace tessera {
@@ -30,8 +31,8 @@ class FrozenBase {
   // Index into specs() of unit u's k-th parameter.
   std::size_t spec_of(std::size_t u, std::size_t k) const { return unit_specs_[u][k]; }
   bool quantized(std::size_t spec) const { return nf4_[spec].has_value(); }
-  // x @ W^T for parameter `spec` (an (out, in) matrix), dequantizing it on the fly when it is NF4.
-  at::Tensor linear(std::size_t spec, const at::Tensor& x) const;
+  // x @ W^T for parameter `spec` (an (out, in) matrix) through gemm, dequantizing it on the fly when it is NF4.
+  at::Tensor linear(std::size_t spec, const at::Tensor& x, const ops::Gemm& gemm) const;
   // Parameter `spec` as a dense tensor in `dtype` (dequantized when NF4): for merging and export.
   at::Tensor weight(std::size_t spec, c10::ScalarType dtype) const;
   std::int64_t bytes() const;  // dense buffers + NF4 codes and scales

@@ -15,8 +15,8 @@ namespace tessera {
 
 class MemoryProbe {
  public:
-  MemoryProbe(std::int64_t memory_every, const Runtime& runtime, Reporter& reporter)
-      : every_(memory_every), runtime_(runtime), reporter_(reporter) {}
+  // The first snapshot's widened peak counts from here.
+  MemoryProbe(std::int64_t memory_every, const Runtime& runtime, Reporter& reporter);
 
   bool due(std::int64_t step) const { return step <= 1 || step % every_ == 0; }
   // Records (and prints on rank 0) one point; `owned` is this rank's figures. Collective when due.

@@ -2,11 +2,14 @@
 // defines: Runtime, the process-level setup every experiment shares: device, CPU threads, the counting
 // CPU allocator.
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <string>
 
 #include "tessera/config/run_config.hpp"
 #include "tessera/engine/job.hpp"
+#include "tessera/ops/gemm.hpp"
 
 namespace tessera {
 
@@ -27,5 +30,14 @@ inline c10::Device host_of(c10::Device device) {
 // rank k of a node the GPU local_rank mod GPUs; the meta device inside a DryRunScope), sets the intra-op thread count (threads=0: the node's cores
 // shared among its ranks), and installs the counting CPU allocator before any tensor is made.
 Runtime make_runtime(const RunConfig& cfg, const JobPlace& place = {});
+
+// How a run's matrix products in `compute` dtype run on `device` (the meta device: the dry run's target), from
+// cpu_lowp=: widened only for bf16/fp16 on a CPU. `reason` says why, for the experiment table; empty when the
+// setting changes nothing (fp32, or not a CPU).
+struct GemmChoice {
+  ops::Gemm gemm;
+  std::string reason;
+};
+GemmChoice choose_gemm(CpuLowp setting, c10::ScalarType compute, c10::Device device);
 
 }  // namespace tessera

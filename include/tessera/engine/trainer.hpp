@@ -89,6 +89,7 @@ class Trainer {
         place_(job::place()),
         group_size_(tessera::shard_group_size<Sharding>(cfg_, place_)),
         runtime_(make_runtime(cfg_, place_)),
+        gemm_(choose_gemm(cfg_.cpu_lowp, Precision::compute_dtype, runtime_.device)),
         model_(cfg_.model_dir.empty() ? Model::preset(cfg_.model)
                                       : Model::read_config(std::filesystem::path(cfg_.model_dir) / "config.json")),
         units_(Model::units(model_)),
@@ -102,7 +103,7 @@ class Trainer {
         engine_(store_, shard_plan<Sharding, Precision>(cfg_, runtime_.device),
                 traced(cfg_, job::communicators(static_cast<int>(group_size_), runtime_.device)), unit_calls(),
                 [this](std::size_t c, std::span<const at::Tensor> inputs, const std::vector<std::vector<at::Tensor>>& p) {
-                  return adapters_.compute(context_, c, inputs, p, position_);
+                  return adapters_.compute(context_, c, inputs, p, position_, gemm_.gemm);
                 },
                 frozen_units(), wrapped()),
         reporter_(cfg_.metrics.empty() || runtime_.rank != 0 ? MetricsWriter() : MetricsWriter(cfg_.metrics),
@@ -116,6 +117,8 @@ class Trainer {
   const RunConfig& config() const { return cfg_; }
   const ModelConfig& model_config() const { return model_; }
   const Runtime& runtime() const { return runtime_; }
+  // How the run's matrix products run (cpu_lowp=), and why.
+  const GemmChoice& gemm() const { return gemm_; }
   const JobPlace& place() const { return place_; }
   ParamStore& params() { return store_; }
   const ParamStore& params() const { return store_; }
@@ -397,6 +400,7 @@ class Trainer {
   JobPlace place_;
   std::int64_t group_size_;
   Runtime runtime_;
+  GemmChoice gemm_;
   ModelConfig model_;
   std::vector<models::UnitInfo> units_;
   std::optional<io::CheckpointDir> weights_;  // model_dir's weights until the store is filled

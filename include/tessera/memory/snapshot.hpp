@@ -41,6 +41,9 @@ struct MemorySnapshot {
   std::int64_t acts = 0;
   AllocatorStats allocator;
   bool host_is_device = false;  // computing on the CPU: the host figures are of the device's own memory
+  // cpu_lowp=widen: the most bytes of fp32 copies of 16-bit operands live at once since the previous snapshot
+  // (ops/gemm.hpp). Transient, inside one product: part of the allocator's peak, never of `allocated` here.
+  std::int64_t widened_peak = 0;
 };
 
 // host_is_device: the allocator counted is the CPU's, so the host-memory figures are inside `allocated` too.
@@ -49,7 +52,8 @@ MemorySnapshot make_snapshot(std::int64_t step, std::int64_t micro, Phase phase,
 
 // "[after_bwd] Params 1.23 GiB | Grads 1.23 GiB | Optim 0.00 GiB | Acts 2.10 GiB | Allocated 4.56 GiB (peak 5.01) | Reserved 6.00 GiB"
 // Host-memory figures, when non-zero, split their figure as the seeds print it under offload:
-// "Optim GPU 0.00 GiB | Optim CPU 9.80 GiB" ("device" for GPU when computing on the CPU itself)
+// "Optim GPU 0.00 GiB | Optim CPU 9.80 GiB" ("device" for GPU when computing on the CPU itself); a widened peak,
+// when non-zero, ends the line: " | Widened 0.02 GiB (peak)".
 std::string format_snapshot(const MemorySnapshot& snapshot);
 
 // Snapshots of several ranks in one line: each figure the highest over the ranks, with the rank it is from.
@@ -58,7 +62,7 @@ std::string format_snapshot(const MemorySnapshot& snapshot);
 std::string format_snapshot_max(std::span<const MemorySnapshot> ranks);
 
 // A snapshot as integers (to gather over ranks) and back.
-inline constexpr std::size_t snapshot_record_size = 15;
+inline constexpr std::size_t snapshot_record_size = 16;
 std::array<std::int64_t, snapshot_record_size> to_record(const MemorySnapshot& snapshot);
 MemorySnapshot from_record(std::span<const std::int64_t> record);
 

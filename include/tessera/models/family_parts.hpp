@@ -2,7 +2,7 @@
 // defines: the vocabulary a model family and the engine share (models/model_family.hpp says who provides what):
 //   UnitInfo     one unit: the flat buffer the engine gathers, frees, reduces and updates as one tensor
 //   CallInfo     one call of the forward program: which units it reads
-//   CallWeights  the parameters a call sees (per unit, in spec order) and how its linear layers are computed
+//   CallWeights  the parameters a call sees (per unit, in spec order) and how its products are computed
 //   CallRunner   what a family's forward() runs its calls through (the engine; a plain runner in tests)
 //   TokenBatch   the batch of the causal language models, TokenSpec what its data checks against the model
 //   ImageBatch   the batch of image classifiers, ImageSpec how its images are prepared for the model
@@ -18,6 +18,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "tessera/ops/gemm.hpp"
 
 namespace tessera::models {
 
@@ -51,6 +53,9 @@ struct CallWeights {
   // quantized is an undefined tensor: reach it through linear() only.
   std::vector<std::vector<at::Tensor>> units;
   const LinearFn* adapter = nullptr;
+  // How the call's matrix products run (ops/gemm.hpp): a family computes every linear layer, attention, batched
+  // matmul and patch convolution through it (or through linear()), so that the run's cpu_lowp reaches them all.
+  ops::Gemm gemm;
 
   const std::vector<at::Tensor>& operator[](std::size_t k) const { return units[k]; }
   // x W^T + b for the k-th unit's weight j and (when bias >= 0) its parameter `bias` as the bias. Every linear
@@ -58,7 +63,7 @@ struct CallWeights {
   at::Tensor linear(std::size_t k, std::size_t j, const at::Tensor& x, std::ptrdiff_t bias = -1) const {
     const at::Tensor b = bias >= 0 ? units[k][static_cast<std::size_t>(bias)] : at::Tensor();
     if (adapter) return (*adapter)(k, j, x, b);
-    return at::linear(x, units[k][j], b);
+    return gemm.linear(x, units[k][j], b);
   }
 };
 

@@ -3,7 +3,7 @@
 // one absmax, each value is stored as the 4-bit index of the nearest of 16 normal-quantile code values to
 // value * (1 / max(absmax, 1e-38)), two per byte: bitsandbytes' quantize_4bit(quant_type="nf4") layout.
 // Optional double quantization stores the absmax values in 8 bits.
-// nf4_linear runs x @ W^T dequantizing W on the fly in forward and again in backward.
+// nf4_linear runs x @ W^T dequantizing W on the fly in forward and again in backward, its products through gemm.
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "tessera/ops/gemm.hpp"
 #include "tessera/quant/blockwise8.hpp"
 
 namespace tessera::quant {
@@ -45,7 +46,7 @@ at::Tensor nf4_dequantize(const Nf4Tensor& q, c10::ScalarType dtype);
 // y = x @ W^T with W = dequantize(q) in x's dtype, x (..., in), q.shape (out, in). Autograd: grad for x
 // only (the base is frozen); backward dequantizes W again instead of saving it, so no dequantized weight
 // outlives the call.
-at::Tensor nf4_linear(const at::Tensor& x, const Nf4Tensor& q);
+at::Tensor nf4_linear(const at::Tensor& x, const Nf4Tensor& q, const ops::Gemm& gemm = {});
 
 namespace detail {
 // The tensor-op path used for non-CPU tensors, callable on the CPU so tests can compare it with the
