@@ -14,4 +14,9 @@ function(tessera_use_pch target)
   if(NOT target STREQUAL "tessera_pch")
     target_precompile_headers(${target} REUSE_FROM tessera_pch)
   endif()
+  # GCC: the preprocessed source names the precompiled header instead of inlining it, which is how ccache caches
+  # (and hits) a compilation that uses one.
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fpch-preprocess>)
+  endif()
 endfunction()

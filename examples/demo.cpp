@@ -1,7 +1,8 @@
 // tessera-demo: the main job on the embedded default. The tiny Llama trains on synthetic tokens under a few
 // policies side by side, then the tiny BLIP-2 (OPT) on synthetic captioned images, fully and with the vision model
-// and the language model frozen (the usual BLIP-2 recipe); each run prints its step lines and memory tables, and a
-// final table compares time, throughput and memory. Takes the same key=value overrides as every example (--help).
+// and the language model frozen (the usual BLIP-2 recipe); each run first says which example binary and arguments
+// run the same experiment alone, then prints its step lines and memory tables, and a final table compares time,
+// throughput and memory. Takes the same key=value overrides as every example (--help).
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -37,9 +38,10 @@ memory::MemorySnapshot at(const std::vector<memory::MemorySnapshot>& snaps, memo
   return found;
 }
 
+// alone: the command that runs the same experiment by itself (an example binary and its arguments).
 template <class Exp>
-Row run(const RunConfig& cfg, const std::string& label, bool first) {
-  std::printf("\n=== %s ===\n", label.c_str());
+Row run(const RunConfig& cfg, const std::string& label, bool first, const std::string& alone) {
+  std::printf("\n=== %s ===\nthe same run alone: %s\n", label.c_str(), alone.c_str());
   Trainer<Exp> trainer(cfg, ReportOptions{true, cfg.log_every, first});
   if (!first) std::printf("%s", trainer.describe().substr(trainer.describe().find("experiment\n")).c_str());
   const RunSummary summary = trainer.run();
@@ -69,17 +71,26 @@ int main(int argc, char** argv) {
     }
     RunConfig cfg = parse_args(std::span<const std::string_view>(args), defaults);
     validate(cfg);
+    // The example binary of a row with the demo's defaults and the user's overrides.
+    std::string common = " max_steps=4 memory_every=1000";
+    for (const std::string_view a : args) common += " " + std::string(a);
+    const auto alone = [&](const char* binary) { return std::string("build/examples/") + binary + common; };
     std::vector<Row> rows;
-    rows.push_back(run<Experiment<Llama, Fp32>>(cfg, "fp32 (32-true), AdamW", true));
-    rows.push_back(run<Experiment<Llama, Bf16Mixed>>(cfg, "bf16-mixed, AdamW", false));
-    rows.push_back(run<Experiment<Llama, Bf16True>>(cfg, "bf16-true, AdamW", false));
-    rows.push_back(run<Experiment<Llama, Fp32, CheckpointEveryBlock>>(cfg, "fp32 + checkpoint every block", false));
-    rows.push_back(run<Experiment<Llama, Bf16True, Sgd>>(cfg, "bf16-true, SGD (no optimizer state)", false));
+    rows.push_back(run<Experiment<Llama, Fp32>>(cfg, "fp32 (32-true), AdamW", true, alone("llama-fp32")));
+    rows.push_back(run<Experiment<Llama, Bf16Mixed>>(cfg, "bf16-mixed, AdamW", false, alone("llama-bf16mixed")));
+    rows.push_back(run<Experiment<Llama, Bf16True>>(cfg, "bf16-true, AdamW", false, alone("llama-bf16true")));
+    rows.push_back(run<Experiment<Llama, Fp32, CheckpointEveryBlock>>(cfg, "fp32 + checkpoint every block", false,
+                                                                      alone("llama-fp32-ckpt")));
+    rows.push_back(run<Experiment<Llama, Bf16True, Sgd>>(cfg, "bf16-true, SGD (no optimizer state)", false,
+                                                         alone("llama-sgd-bf16true")));
     RunConfig blip2 = cfg;  // the same rows, steps and caption length; the tiny BLIP-2 unless model= says otherwise
     if (cfg.model == "tiny" && cfg.model_dir.empty()) {
-      rows.push_back(run<Experiment<models::Blip2Opt, Fp32>>(blip2, "BLIP-2 (OPT) fp32, AdamW", false));
+      rows.push_back(run<Experiment<models::Blip2Opt, Fp32>>(blip2, "BLIP-2 (OPT) fp32, AdamW", false,
+                                                             alone("blip2-opt-fp32")));
       blip2.freeze = "vision_model,language_model";
-      rows.push_back(run<Experiment<models::Blip2Opt, Fp32>>(blip2, "BLIP-2 (OPT) fp32, vision+LM frozen", false));
+      rows.push_back(run<Experiment<models::Blip2Opt, Fp32>>(
+          blip2, "BLIP-2 (OPT) fp32, vision+LM frozen", false,
+          alone("blip2-opt-fp32") + " freeze=vision_model,language_model"));
     }
 
     std::printf("\nside by side (step 1; MiB; step time = median over steps after the first)\n");

@@ -8,6 +8,10 @@ bash scripts/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=ON -DTESSERA_BUILD_EXAMPLES=ON \
       -DTESSERA_BUILD_BENCH=ON >/dev/null
 cmake --build build
-(cd build && ctest --output-on-failure -j "$(nproc)")
+# The 15 slowest tests are printed at the end, passed or not (ctest's own log of this run: build/Testing/Temporary).
+status=0
+(cd build && ctest --output-on-failure -j "$(nproc)") || status=$?
+bash scripts/slowest-tests.sh build 15
+[ "$status" -eq 0 ] || exit "$status"
 bash scripts/sanitize.sh
 bash scripts/fuzz.sh "${TESSERA_FUZZ_SECONDS:-10}"

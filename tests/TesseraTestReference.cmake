@@ -17,11 +17,13 @@ endif()
 
 set(_check ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_against_transformers.py")
 
-# tessera's CPU AdamW is one fused pass (optim/cpu_adamw.hpp); torch's for-loop AdamW (lerp for the first moment)
-# rounds some elements differently in the last bit, which Adam's sign-like update of rounding-level gradients (rare
-# token rows of embed_tokens) turns into up to 2.1e-4 over 20 steps here, with the losses still within 4e-8.
+# The final weights are compared in norm (check_against_transformers.py): tessera's CPU AdamW is one fused pass
+# (optim/cpu_adamw.hpp) and torch's for-loop AdamW (lerp for the first moment, and on AVX-512 a square root that is
+# not IEEE's) rounds some elements differently in the last bit, which Adam's sign-like update of rounding-level
+# gradients (rare token rows of embed_tokens) turns into element-wise differences of up to 5.4e-4 over 20 steps (an
+# AVX-512-BF16 EPYC; 2.1e-4 on an AVX-512 Xeon) while the norms differ by 1.2e-5 and the losses by 8e-8.
 add_test(NAME reference.fp32_gqa_accumulate_llmc
-  COMMAND ${_check} $<TARGET_FILE:llama-fp32> --config ${_gqa} --accumulate 2 --llmc --steps 20 --weight-tol 5e-4)
+  COMMAND ${_check} $<TARGET_FILE:llama-fp32> --config ${_gqa} --accumulate 2 --llmc --steps 20)
 add_test(NAME reference.fp32_tied_bf16_checkpoint
   COMMAND ${_check} $<TARGET_FILE:llama-fp32> --config ${_tied} --dtype BF16 --steps 20)
 add_test(NAME reference.fp32_checkpointing
@@ -29,11 +31,9 @@ add_test(NAME reference.fp32_checkpointing
 add_test(NAME reference.sgd
   COMMAND ${_check} $<TARGET_FILE:llama-sgd-fp32> --config ${_gqa} --optimizer sgd --lr 0.05 --steps 10)
 # torch's fused AdamW orders its arithmetic differently from the for-loop one that tessera's update follows: losses
-# still agree within 1e-7, and the weights after 20 steps within 1e-3 (Adam's sign-like update of near-zero
-# gradients amplifies the last bit; the for-loop AdamW above agrees within 1e-4).
+# still agree within 1e-7, and the weights after 20 steps within 1e-6 in norm (2.4e-5 element-wise).
 add_test(NAME reference.adamw_fused
-  COMMAND ${_check} $<TARGET_FILE:llama-fp32> --config ${_gqa} --optimizer adamw-fused --accumulate 2 --steps 20
-          --weight-tol 1e-3)
+  COMMAND ${_check} $<TARGET_FILE:llama-fp32> --config ${_gqa} --optimizer adamw-fused --accumulate 2 --steps 20)
 add_test(NAME reference.sharded_save_pretrained
   COMMAND ${_check} $<TARGET_FILE:llama-fp32> --config ${_gqa} --shard-size 200KB --steps 5)
 # One step's loss and gradients (--gradients: tessera's gradient is W0 - W1 of one SGD step at lr 1), from the
@@ -61,11 +61,14 @@ set_tests_properties(reference.fp32_gqa_accumulate_llmc reference.fp32_tied_bf16
 # gradient that is zero in exact arithmetic (softmax ignores one shift of every key), so AdamW steps it on rounding
 # noise on both sides, and a ReLU unit whose pre-activation lies within rounding of zero for one token switches on
 # one side only. At 3e-3 the final weights after 20 steps then differ by 3e-5..3e-4 over six token streams (1.4e-2
-# in one post-LN run, after a switch at step 12) while the losses still agree within 2e-6; at 1e-3 by <= 4e-5.
+# in one post-LN run, after a switch at step 12) while the losses still agree within 2e-6; at 1e-3 by <= 4e-5 on an
+# AVX-512 Xeon. On an AVX-512-BF16 EPYC (Zen 5) one fc1 unit per layer of the post-LN run switches all the same:
+# its row moves by a learning-rate step on one side only, 1.2e-3 of the tensor's norm (6.4e-3 element-wise), with
+# the losses within 1.6e-7; its weights are held to 2e-3 in norm (the negative control differs by 8.7e-3).
 add_test(NAME reference.opt_fp32
   COMMAND ${_check} $<TARGET_FILE:opt-fp32> --config ${_opt_train} --accumulate 2 --lr 1e-3 --steps 20)
 add_test(NAME reference.opt_postln_proj
-  COMMAND ${_check} $<TARGET_FILE:opt-fp32> --config ${_opt_train_postln_proj} --lr 1e-3 --steps 20)
+  COMMAND ${_check} $<TARGET_FILE:opt-fp32> --config ${_opt_train_postln_proj} --lr 1e-3 --steps 20 --weight-tol 2e-3)
 add_test(NAME reference.opt_gradients
   COMMAND ${_check} $<TARGET_FILE:opt-sgd-fp32> --config ${_opt_train} --gradients --accumulate 2 --tol 1e-5)
 # The post-LN layout's gradients from a bf16 directory (upcast to fp32 on both sides).
