@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_support.hpp"
 #include "python_side.hpp"
 #include "tessera/models/llama_config.hpp"
 #include "tessera/ops/cpu_lowp.hpp"
@@ -42,39 +43,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
-// bench/step_vs_pytorch's `small`: GPT-2 small's width and depth with Llama's blocks and vocabulary (134M).
-tessera::models::LlamaConfig small_llama() {
-  tessera::models::LlamaConfig c;
-  c.vocab_size = 32000;
-  c.hidden_size = 768;
-  c.intermediate_size = 2048;
-  c.num_hidden_layers = 12;
-  c.num_attention_heads = 12;
-  c.num_key_value_heads = 12;
-  c.head_dim = 64;
-  c.rms_norm_eps = 1e-5;
-  return c;
-}
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "tessera-lowp-bench-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a directory like " + tmpl);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
 
 // /proc/cpuinfo's model name and which of the 16-bit flags it lists.
 std::string cpu_description() {
@@ -207,16 +177,18 @@ int main(int argc, char** argv) {
 
     double max_auto_over_fp32 = 0.0, min_hf_over_auto = INFINITY;
     for (const std::string& size : sizes) {
-      const tessera::models::LlamaConfig model = size == "small" ? small_llama() : tessera::models::llama_preset(size);
+      const tessera::models::LlamaConfig model =
+          size == "small" ? bench::small_llama() : tessera::models::llama_preset(size);
       tessera::RunConfig cfg = base;
       if (size == "small") {
         cfg.batch_size = small_batch;
         cfg.seq_len = small_seq;
       }
-      TempDir dir;
+      bench::TempDir dir("lowp-bench");
       tessera::models::write_llama_config(dir.path / "config.json", model, "float32");
       const std::int64_t tokens = cfg.batch_size * cfg.seq_len * (steps + 1) + 1;
-      bench::run_python(TESSERA_REFERENCE_SCRIPT, "init --dir '" + dir.path.string() + "' --tokens " + std::to_string(tokens));
+      bench::run_python(TESSERA_REFERENCE_SCRIPT,
+                        "init --dir '" + dir.path.string() + "' --tokens " + std::to_string(tokens));
       cfg.model_dir = dir.path.string();
       cfg.data = (dir.path / "tokens.bin").string();
       tessera::validate(cfg);
@@ -243,7 +215,7 @@ int main(int argc, char** argv) {
                   size.c_str(), static_cast<double>(model.parameter_count()) / 1e6,
                   static_cast<long long>(cfg.batch_size), static_cast<long long>(cfg.seq_len),
                   static_cast<long long>(threads), static_cast<long long>(steps), static_cast<long long>(rounds));
-      const double fp32 = median(sides[0].step_ms);
+      const double fp32 = bench::median(sides[0].step_ms);
       for (const Side& s : sides) {
         // Same weights and rows: every side's first loss is near ln(vocab), within 16-bit rounding of fp32's.
         const double gap = std::abs(s.loss.front() - sides[0].loss.front()) / sides[0].loss.front();
@@ -251,23 +223,24 @@ int main(int argc, char** argv) {
           throw std::runtime_error(s.name + ": first loss " + std::to_string(s.loss.front()) + " against fp32's " +
                                    std::to_string(sides[0].loss.front()) + "; the sides did not train the same thing");
         std::printf("  %-28s median step %9.1f ms   /fp32 %6.2f   first loss %.5f\n", s.name.c_str(),
-                    median(s.step_ms), median(s.step_ms) / fp32, s.loss.front());
+                    bench::median(s.step_ms), bench::median(s.step_ms) / fp32, s.loss.front());
       }
       for (const char* p : {"bf16-true", "bf16-mixed"}) {
         const Side* automatic = find(sides, Who::tessera, p, auto_path);
         if (!automatic) continue;  // native=no on a CPU whose auto path is native
-        const double ours = median(automatic->step_ms);
+        const double ours = bench::median(automatic->step_ms);
         max_auto_over_fp32 = std::max(max_auto_over_fp32, ours / fp32);
         std::printf("  %s: tessera (cpu_lowp=auto: %s) / tessera 32-true %.3f", p,
                     auto_path == CpuLowp::native ? "native" : "widen", ours / fp32);
         if (const Side* hf = find(sides, Who::hf, p)) {
-          const double ratio = median(hf->step_ms) / ours;
+          const double ratio = bench::median(hf->step_ms) / ours;
           min_hf_over_auto = std::min(min_hf_over_auto, ratio);
           std::printf("   transformers / tessera %.1f", ratio);
         }
         const Side* widened = find(sides, Who::tessera, p, CpuLowp::widen);
         const Side* native = find(sides, Who::tessera, p, CpuLowp::native);
-        if (widened && native) std::printf("   native / widen %.2f", median(native->step_ms) / median(widened->step_ms));
+        if (widened && native)
+          std::printf("   native / widen %.2f", bench::median(native->step_ms) / bench::median(widened->step_ms));
         std::printf("\n");
       }
       std::fflush(stdout);

@@ -14,9 +14,9 @@ bench: trains from D, reading the rows in tessera's order, in --precision P as L
 under torch.autocast("cpu", torch.bfloat16), the loss in fp32); prints one JSON line
 {"step_ms": [...], "loss": [...], "threads": n, "peak_bytes": b}: the wall time of each step after the warm-up steps
 (the first step also creates AdamW's state, as tessera's does), the loss of every step (warm-up included; read after
-the clock stops), torch.get_num_threads(), and (without --no-peak) the tensor peak of one more step: the highest sum of the bytes of
-live CPU tensors (parameters, gradients, AdamW state, activations, temporaries) in torch.profiler's memory timeline
-of that step, which counts what tessera's CPU allocator counts (tensor bytes, not the C allocator's cached pages).
+the clock stops), torch.get_num_threads(), and (without --no-peak) the tensor peak of one more step: the highest sum of
+the bytes of live CPU tensors (parameters, gradients, AdamW state, activations, temporaries) in torch.profiler's
+memory timeline of that step, which counts what tessera's CPU allocator counts (tensor bytes, not the C allocator's cached pages).
 """
 import argparse
 import json

@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_support.hpp"
 #include "python_side.hpp"
 #include "tessera/models/llama_config.hpp"
 #include "tessera/tessera.hpp"
@@ -37,40 +38,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
-// GPT-2 small's width and depth with Llama's blocks and vocabulary: 134,105,856 parameters (untied head).
-tessera::models::LlamaConfig small_llama() {
-  tessera::models::LlamaConfig c;
-  c.vocab_size = 32000;
-  c.hidden_size = 768;
-  c.intermediate_size = 2048;
-  c.num_hidden_layers = 12;
-  c.num_attention_heads = 12;
-  c.num_key_value_heads = 12;
-  c.head_dim = 64;
-  c.rms_norm_eps = 1e-5;
-  return c;
-}
 
-// A fresh directory under the system temp dir, removed with everything in it at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "tessera-step-bench-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a directory like " + tmpl);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
 
 struct Side {
   const char* name;
@@ -143,8 +112,8 @@ int main(int argc, char** argv) {
     double max_ratio = 0.0, max_peak_ratio = 0.0;
     for (const std::string& size : sizes) {
       const tessera::models::LlamaConfig model =
-          size == "small" ? small_llama() : tessera::models::llama_preset(size);
-      TempDir dir;
+          size == "small" ? bench::small_llama() : tessera::models::llama_preset(size);
+      bench::TempDir dir("step-bench");
       tessera::models::write_llama_config(dir.path / "config.json", model, "float32");
       // Exactly steps + 1 chunks of batch_size x seq_len + 1 tokens: one epoch is the whole run.
       const std::int64_t tokens = base.batch_size * base.seq_len * (steps + 1) + 1;
@@ -197,7 +166,7 @@ int main(int argc, char** argv) {
         throw std::runtime_error("size " + size + ": the losses differ by " + std::to_string(worst) +
                                  " relative; the sides did not train the same model on the same rows");
 
-      const double ours = median(sides[0].step_ms);
+      const double ours = bench::median(sides[0].step_ms);
       std::printf("size %s: %.1fM parameters (hidden %lld, %lld layers, vocab %lld), batch %lld x seq %lld, "
                   "%lld threads, %lld steps x %lld rounds each\n"
                   "  first loss %.6f on every side, all losses within %.1e relative\n",
@@ -208,7 +177,7 @@ int main(int argc, char** argv) {
                   static_cast<long long>(steps), static_cast<long long>(rounds), sides[0].loss.front(), worst);
       std::printf("  %-24s median step %8.1f ms\n", sides[0].name, ours);
       for (std::size_t k = 1; k < sides.size(); ++k) {
-        const double theirs = median(sides[k].step_ms), ratio = ours / theirs;
+        const double theirs = bench::median(sides[k].step_ms), ratio = ours / theirs;
         max_ratio = std::max(max_ratio, ratio);
         std::printf("  %-24s median step %8.1f ms   tessera/%s %.3f\n", sides[k].name, theirs,
                     k == 1 ? "eager" : "lightning", ratio);

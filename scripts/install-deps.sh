@@ -56,7 +56,7 @@ fi
 [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
 pip=("$venv/bin/pip" install -q --disable-pip-version-check)
 if [ "$what" = build ]; then
-  echo "installing the build's Python environment $venv (scripts/requirements-build.txt: torch and its CUDA wheels, ~4 GB)"
+  echo "installing the build's Python environment $venv (scripts/requirements-build.txt: torch and CUDA wheels, ~4 GB)"
   "${pip[@]}" -r scripts/requirements-build.txt
 else
   echo "installing the Python environment $venv (scripts/requirements.txt; torch and its CUDA wheels are ~4 GB)"

@@ -57,7 +57,8 @@ GemmChoice choose_gemm(CpuLowp setting, c10::ScalarType compute, c10::Device dev
   if (setting == CpuLowp::native) return {{ops::Lowp::native}, "LibTorch's " + dtype + " kernels (cpu_lowp=native)"};
   if (setting == CpuLowp::widen) return {{ops::Lowp::widen}, "widened to fp32, rounded once (cpu_lowp=widen)"};
   const ops::CpuLowpSupport support = ops::cpu_lowp_support(compute);
-  if (support.native) return {{ops::Lowp::native}, "LibTorch's " + dtype + " kernels (cpu_lowp=auto: " + support.reason + ")"};
+  if (support.native)
+    return {{ops::Lowp::native}, "LibTorch's " + dtype + " kernels (cpu_lowp=auto: " + support.reason + ")"};
   return {{ops::Lowp::widen}, "widened to fp32, rounded once (cpu_lowp=auto: " + support.reason + ")"};
 }
 

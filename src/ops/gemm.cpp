@@ -244,7 +244,9 @@ struct WidenedConv2d : torch::autograd::Function<WidenedConv2d> {
   }
 };
 
-std::optional<at::Tensor> optional(const at::Tensor& t) { return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt; }
+std::optional<at::Tensor> optional(const at::Tensor& t) {
+  return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
+}
 
 void check_same_dtype(const char* what, std::initializer_list<const at::Tensor*> ts) {
   const at::Tensor& first = **ts.begin();

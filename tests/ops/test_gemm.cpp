@@ -1,6 +1,6 @@
 // ops::Gemm: the widened path (bf16/fp16 operands multiplied in fp32, each result rounded once) against fp32
-// autograd (attention: exact attention) on the same 16-bit values, forward and backward, for every product a family runs through it (linear
-// layers, blocked when wide; attention with causal, grouped-query and boolean masks; batched matmul; the patch
+// autograd (attention: exact attention) on the same 16-bit values, forward and backward, for every product a family
+// runs through it (linear layers, blocked when wide; attention with causal, grouped-query and boolean masks; batched matmul; the patch
 // convolution); its fp32 copies transient and bounded, and counted on the meta device as on the CPU; fp32 operands
 // and the native path untouched.
 // LibTorch before Catch2: glog's CHECK (pulled in by c10) must not replace Catch2's when built without the PCH.
@@ -152,7 +152,8 @@ void check_attention(c10::ScalarType t, std::vector<std::int64_t> q_shape, std::
   at::Tensor additive = at::zeros({l, l}, at::kDouble);
   if (causal) additive = additive.masked_fill(at::ones({l, l}, at::kBool).triu(1), -INFINITY);
   if (mask) additive = additive + at::zeros(mask->sizes(), at::kDouble).masked_fill(mask->logical_not(), -INFINITY);
-  const AttentionRef ref = attention_reference(q, k, v, additive, scale.value_or(1.0 / std::sqrt(double(q_shape[3]))), dout);
+  const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q_shape[3])));
+  const AttentionRef ref = attention_reference(q, k, v, additive, s, dout);
   CHECK(rounded_once(y, ref.out));
   CHECK(rounded_once(q.grad(), ref.dq));
   CHECK(rounded_once(k.grad(), ref.dk));
@@ -234,7 +235,8 @@ TEST_CASE("Gemm: fp32 operands and the native path are LibTorch's own products, 
   const at::Tensor xb = x.to(at::kBFloat16), wb = w.to(at::kBFloat16);
   CHECK(at::equal(native.linear(xb, wb), at::linear(xb, wb)));
   const at::Tensor q = at::randn({1, 2, 5, 4}).to(at::kBFloat16);
-  CHECK(at::equal(native.attention(q, q, q, std::nullopt, true), at::scaled_dot_product_attention(q, q, q, {}, 0.0, true)));
+  CHECK(at::equal(native.attention(q, q, q, std::nullopt, true),
+                  at::scaled_dot_product_attention(q, q, q, {}, 0.0, true)));
   CHECK(widen.widens(xb));
   CHECK_FALSE(widen.widens(x));
   CHECK_FALSE(native.widens(xb));

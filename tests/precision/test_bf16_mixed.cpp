@@ -34,7 +34,8 @@ TEST_CASE("bf16-mixed trains close to fp32, and computes in reduced precision", 
   CHECK(r.drop == Approx(r.fp32_drop).epsilon(0.01));
 }
 
-TEST_CASE("bf16-mixed: widened CPU products (cpu_lowp=widen) train as LibTorch's 16-bit kernels do", "[precision][cpu_lowp]") {
+TEST_CASE("bf16-mixed: widened CPU products (cpu_lowp=widen) train as LibTorch's 16-bit kernels do",
+          "[precision][cpu_lowp]") {
   // Six steps on one batch with each path: the same losses within the spread of LibTorch's own 16-bit CPU kernels
   // (relative gaps measured on the tiny Llama: 2e-4 to 4e-4 against the AVX-512-BF16 kernels, 7e-4 against the AVX2
   // ones, where fp32 differs by 1e-3 to 1.5e-3), and only the widen run widened anything (ops/gemm.hpp's tests check

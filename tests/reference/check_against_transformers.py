@@ -8,8 +8,9 @@ from_pretrained: both directions of the file format are exercised by the library
 usage: check_against_transformers.py EXE --config JSON [--dtype F32|BF16] [--shard-size 200KB] [--llmc]
                                      [--accumulate A] [--rows R] [--optimizer adamw|adamw-fused|sgd] [--steps N]
                                      [--tol 1e-4] [--gradients]
-Exit 0 when every loss agrees within --tol and every saved tensor within --weight-tol (relative, in norm), 1 otherwise, 2 when
-tessera did not run. With --expect-mismatch (negative controls) exit 0 only when tessera ran and the comparison failed.
+Exit 0 when every loss agrees within --tol and every saved tensor within --weight-tol (relative, in norm), 1 otherwise,
+2 when tessera did not run. With --expect-mismatch (negative controls) exit 0 only when tessera ran and the comparison
+failed.
 
 --config holds config.json keys; its "model_type" ("llama", the default, or "opt") picks the family, and EXE must be
 a binary of that family. OPT's "dropout" defaults to 0 here, not OPTConfig's 0.1: tessera trains without dropout.
