@@ -30,20 +30,26 @@ class TesseraConan(ConanFile):
     #   with_mpi  tessera/dist (World, MpiCommunicator): find_package(MPI) required, or disabled
     #   with_cuda TESSERA_CUDA: Adam8bit's CUDA kernel and CUDA memory statistics (needs a CUDA LibTorch)
     #   with_nccl TESSERA_WITH_NCCL: NcclCommunicator (needs with_cuda and with_mpi, and NCCL's headers and library)
-    # LibTorch, MPI, Boost, nlohmann-json, stb, SentencePiece and NCCL are no Conan requirements (none is on a Conan
-    # remote in a form tessera can use): LibTorch is the torch wheel of a Python environment, the conf
+    #   with_arrow TESSERA_ARROW: datasets directories and Parquet files as data= (Apache Arrow C++ and Parquet from
+    #             the pyarrow wheel of user.tessera:torch_python, as LibTorch comes from its torch wheel)
+    # LibTorch, MPI, Boost, nlohmann-json, SentencePiece and NCCL are no Conan requirements (none is on a Conan
+    # remote in a form tessera can use), nor are libjpeg-turbo and libpng (ConanCenter has them, but the package is
+    # made offline, and the image pixels are checked against Pillow with the system's libjpeg-turbo; IJG's libjpeg
+    # does not compile: src/io/image_jpeg.cpp): LibTorch is the torch wheel of a Python environment, the conf
     # user.tessera:torch_python, as for tessera's own build; the others are the system's (Debian: libopenmpi-dev,
-    # libboost-dev, nlohmann-json3-dev, libstb-dev, libsentencepiece-dev) or, for NCCL and the CUDA toolkit, that
-    # Python environment's nvidia-* wheels.
+    # libboost-dev, nlohmann-json3-dev, libsentencepiece-dev, libjpeg62-turbo-dev, libpng-dev) or, for NCCL and the
+    # CUDA toolkit, that Python environment's nvidia-* wheels.
     options = {
         "with_mpi": [True, False],
         "with_cuda": [True, False],
         "with_nccl": [True, False],
+        "with_arrow": [True, False],
     }
     default_options = {
         "with_mpi": True,
         "with_cuda": True,
         "with_nccl": True,
+        "with_arrow": True,
     }
     exports_sources = "CMakeLists.txt", "cmake/*", "include/*", "src/*", "conan/*"
 
@@ -112,6 +118,7 @@ class TesseraConan(ConanFile):
         tc.cache_variables["TESSERA_BUILD_BENCH"] = False
         tc.cache_variables["TESSERA_INSTALL"] = True
         tc.cache_variables["TESSERA_CUDA"] = bool(self.options.with_cuda)
+        tc.cache_variables["TESSERA_ARROW"] = bool(self.options.with_arrow)
         tc.cache_variables["TESSERA_WITH_NCCL"] = "ON" if self.options.get_safe("with_nccl") else "OFF"
         # tessera finds MPI when it is there; the option makes that a requirement, or keeps MPI out.
         if self.options.with_mpi:
@@ -143,6 +150,7 @@ class TesseraConan(ConanFile):
             "TESSERA_WITH_MPI": "ON" if self.options.with_mpi else "OFF",
             "TESSERA_WITH_CUDA": "ON" if self.options.with_cuda else "OFF",
             "TESSERA_WITH_NCCL": "ON" if self.options.get_safe("with_nccl") else "OFF",
+            "TESSERA_WITH_ARROW": "ON" if self.options.with_arrow else "OFF",
         }
         for key, value in values.items():
             template = template.replace(f"@{key}@", value)
@@ -159,9 +167,9 @@ class TesseraConan(ConanFile):
             self.cpp_info.defines.append("TESSERA_WITH_NCCL")
         if self.settings.os == "Linux":
             self.cpp_info.system_libs = ["pthread", "m", "dl"]
-        # LibTorch, MPI, NCCL, Boost, nlohmann-json and libsentencepiece come from the system, not from Conan: this
-        # module finds them (as tessera's own installed package does) and links them to tessera::tessera, and defines
-        # tessera_add_experiment().
+        # LibTorch, MPI, NCCL, Boost, nlohmann-json, libsentencepiece, libjpeg-turbo and libpng come from the system,
+        # not from Conan: this module finds them (as tessera's own installed package does) and links them to
+        # tessera::tessera, and defines tessera_add_experiment().
         module_dir = os.path.join("lib", "cmake", "tessera")
         self.cpp_info.builddirs = [module_dir]
         self.cpp_info.set_property("cmake_build_modules",

@@ -67,6 +67,50 @@ if(NOT TARGET tessera::sentencepiece)
                         INTERFACE_LINK_LIBRARIES "${CMAKE_DL_LIBS}")
 endif()
 
+# Apache Arrow C++ and Parquet (data/table_source.hpp: `datasets` directories and Parquet files), when
+# TESSERA_WITH_ARROW: the pyarrow wheel of the same Python environment, as LibTorch is the torch wheel's (its
+# include/ and its libarrow.so.N / libparquet.so.N, N the wheel's so_version; scripts/requirements-build.txt pins
+# it). Without a Python environment, an Arrow C++ install found by CMake (ArrowConfig.cmake, ParquetConfig.cmake).
+# Two imported targets of tessera's own, linked privately: Arrow's headers reach only src/data/table_*.cpp, and the
+# installed package (this file runs in tesseraConfig.cmake) gives users of the static library the same libraries.
+if(TESSERA_WITH_ARROW AND NOT TARGET tessera::arrow)
+  if(TESSERA_TORCH_PYTHON)
+    execute_process(
+      COMMAND "${TESSERA_TORCH_PYTHON}" -c
+              "import pyarrow as pa; print(pa.get_include()); print(pa.get_library_dirs()[0]); print(pa.cpp_build_info.so_version)"
+      OUTPUT_VARIABLE _tessera_arrow RESULT_VARIABLE _tessera_arrow_rc ERROR_VARIABLE _tessera_arrow_error
+      OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(NOT _tessera_arrow_rc EQUAL 0)
+      message(FATAL_ERROR "tessera: TESSERA_TORCH_PYTHON=${TESSERA_TORCH_PYTHON} cannot import pyarrow (Apache Arrow "
+                          "C++ and Parquet come from its wheel):\n${_tessera_arrow_error}Run scripts/install-deps.sh "
+                          "(it installs the pinned pyarrow), or configure with -DTESSERA_ARROW=OFF (no datasets "
+                          "directories or Parquet files as data=)")
+    endif()
+    string(REPLACE "\n" ";" _tessera_arrow "${_tessera_arrow}")
+    list(GET _tessera_arrow 0 _tessera_arrow_include)
+    list(GET _tessera_arrow 1 _tessera_arrow_libdir)
+    list(GET _tessera_arrow 2 _tessera_arrow_so)
+    foreach(name arrow parquet)
+      set(_library "${_tessera_arrow_libdir}/lib${name}.so.${_tessera_arrow_so}")
+      if(NOT EXISTS "${_library}")
+        message(FATAL_ERROR "tessera: the pyarrow wheel of ${TESSERA_TORCH_PYTHON} has no ${_library}; reinstall "
+                            "the pinned pyarrow (scripts/install-deps.sh build)")
+      endif()
+      add_library(tessera::${name} SHARED IMPORTED)
+      set_target_properties(tessera::${name} PROPERTIES IMPORTED_LOCATION "${_library}"
+                            INTERFACE_INCLUDE_DIRECTORIES "${_tessera_arrow_include}")
+    endforeach()
+    set_target_properties(tessera::parquet PROPERTIES INTERFACE_LINK_LIBRARIES tessera::arrow)
+  else()
+    find_dependency(Arrow)
+    find_dependency(Parquet)
+    add_library(tessera::arrow INTERFACE IMPORTED)
+    set_target_properties(tessera::arrow PROPERTIES INTERFACE_LINK_LIBRARIES Arrow::arrow_shared)
+    add_library(tessera::parquet INTERFACE IMPORTED)
+    set_target_properties(tessera::parquet PROPERTIES INTERFACE_LINK_LIBRARIES Parquet::parquet_shared)
+  endif()
+endif()
+
 # Imported targets are visible only in the directory that found them; when tessera is added with
 # add_subdirectory(), the parent project links tessera::tessera and must see torch, torch_cpu, c10, ... too.
 if(NOT PROJECT_IS_TOP_LEVEL)

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/io/hub_cache.hpp"
 #include "tessera/tessera.hpp"
 
 namespace {
@@ -71,9 +72,10 @@ int main(int argc, char** argv) {
     }
     RunConfig cfg = parse_args(std::span<const std::string_view>(args), defaults);
     validate(cfg);
+    cfg.model_dir = io::resolve_model_dir(cfg.model_dir, cfg.revision).string();  // a hub id: its snapshot
     // The example binary of a row with the demo's defaults and the user's overrides.
     std::string common = " max_steps=4 memory_every=1000";
-    for (const std::string_view a : args) common += " " + std::string(a);
+    for (const std::string_view a : args) common.append(" ").append(a);
     const auto alone = [&](const char* binary) { return std::string("build/examples/") + binary + common; };
     std::vector<Row> rows;
     rows.push_back(run<Experiment<Llama, Fp32>>(cfg, "fp32 (32-true), AdamW", true, alone("llama-fp32")));

@@ -5,7 +5,7 @@
 #     from Debian:
 #       cmake ninja-build g++ ccache      the build
 #       nlohmann-json3-dev libboost1.81-dev
-#       libstb-dev                        stb_image: PNG and JPEG decoding for the image data
+#       libjpeg62-turbo-dev libpng-dev    JPEG and PNG decoding for the image data, the pixels Pillow gives
 #       libsentencepiece-dev              SentencePiece: Llama's and T5's tokenizer.model (tessera/text)
 #       libopenmpi-dev openmpi-bin        Open MPI 4.1: rank bootstrap and the MPI communicator (tessera/dist)
 #       python3-venv                      the project's Python environment
@@ -15,6 +15,7 @@
 #   all (the default; scripts/test.sh)  that, and what the test suite needs:
 #     from Debian:
 #       catch2                            the unit tests
+#       libstb-dev                        stb_image_write: the tests' PNG fixtures
 #       chromium                          headless rendering of tessera-report pages (tests/report)
 #       clang libclang-rt-14-dev          libFuzzer, ASan and UBSan: the fuzz targets and sanitized tests (tests/fuzz)
 #     from PyPI (scripts/requirements.txt, pinned): the libraries tessera is checked and benchmarked against
@@ -30,8 +31,8 @@ case "$what" in
 esac
 
 packages=(cmake ninja-build g++ ccache nlohmann-json3-dev libboost1.81-dev libopenmpi-dev openmpi-bin python3-venv
-          libstb-dev libsentencepiece-dev)
-[ "$what" = all ] && packages+=(catch2 chromium clang libclang-rt-14-dev)
+          libjpeg62-turbo-dev libpng-dev libsentencepiece-dev)
+[ "$what" = all ] && packages+=(catch2 libstb-dev chromium clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -17,7 +17,8 @@ packages=(
   libevent-core-2.1-7 libevent-pthreads-2.1-7 libpmix2 libmunge2 libhwloc15  # its runtime
   libfabric1 libucx0 libibverbs1 ibverbs-providers librdmacm1 libnl-3-200 libnl-route-3-200
   libpsm2-2 libpsm-infinipath1 libnuma1 libudev1 libatomic1             # (minimal images may lack the last two)
-  libboost1.81-dev nlohmann-json3-dev librange-v3-dev catch2 libstb-dev    # header-only dependencies (stb: its headers)
+  libboost1.81-dev nlohmann-json3-dev librange-v3-dev catch2 libstb-dev    # header-only dependencies (stb: the tests')
+  libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16 zlib1g-dev    # JPEG and PNG decoding (io/image_file)
   libsentencepiece-dev libsentencepiece0                                 # SentencePiece tokenizers (tessera/text)
 )
 (cd "$dir" && apt-get download "${packages[@]}" >/dev/null)

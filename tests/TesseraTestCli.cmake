@@ -33,6 +33,13 @@ set_tests_properties(cli.mfu_with_peak PROPERTIES LABELS cli TIMEOUT 180)
 tessera_cli_test(zero_batch 2 "batch_size=0: " "" ${_fp32} batch_size=0)
 tessera_cli_test(not_key_value 2 "key=value" "" ${_fp32} fast)
 tessera_cli_test(missing_model_dir 2 "model_dir=/nonexistent" "" ${_fp32} model_dir=/nonexistent)
+# A hub id not in the hub cache (io/hub_cache.hpp; HF_HUB_CACHE=hub, relative: a cache in the test's own empty
+# directory, never the user's): the id, the revision, the cache searched and the command that fetches it.
+string(CONCAT _hub_miss "model_dir=no-such/model: not an existing directory. Hugging Face hub id no-such/model, "
+  "revision main: not in the hub cache hub .*hf download no-such/model --cache-dir hub")
+tessera_cli_test(hub_id_not_cached 2 "${_hub_miss}" "" env HF_HUB_CACHE=hub ${_fp32} model_dir=no-such/model)
+tessera_cli_test(model_dir_neither_dir_nor_hub_id 2
+  "model_dir=a/b/c: not an existing directory, nor a Hugging Face hub id" "" ${_fp32} model_dir=a/b/c)
 tessera_cli_test(missing_data 2 "data=/nonexistent.bin" "" ${_fp32} data=/nonexistent.bin)
 tessera_cli_test(unknown_preset 2 "model=llama-9t: no such preset" "" ${_fp32} model=llama-9t)
 # The image data: the wrong kind of data for the family, a label beyond the model's classes, a missing or corrupt image.
@@ -126,6 +133,16 @@ add_test(NAME cli.train_save_reload COMMAND bash -c
    grep -q '\"event\":\"done\"' a.jsonl;
    ${_fp32} model_dir=s1 data=t.bin ${_small_text} save_dir=s2 >/dev/null; test -f s2/model.safetensors")
 set_tests_properties(cli.train_save_reload PROPERTIES LABELS cli TIMEOUT 180)
+# A hub id in a hub cache laid out as huggingface_hub writes one (snapshots/HASH/ files linked into blobs/,
+# refs/main naming HASH): the run trains from the snapshot, which its table shows as model_dir, and saves.
+add_test(NAME cli.train_from_hub_id COMMAND bash -c
+  "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; cd $d; ${_fixture} model m; ${_fixture} tokens t.bin 4000;
+   h=hub/models--org--tiny; c=0123456789abcdef0123456789abcdef01234567; mkdir -p $h/blobs $h/refs $h/snapshots/$c;
+   for f in m/*; do b=$(sha1sum $f | cut -c1-40); mv $f $h/blobs/$b;
+     ln -s ../../blobs/$b $h/snapshots/$c/$(basename $f); done; printf %s $c > $h/refs/main;
+   HF_HUB_CACHE=hub ${_fp32} model_dir=org/tiny data=t.bin ${_small_text} save_dir=s1 > out.txt;
+   grep -q \"model_dir .*/hub/models--org--tiny/snapshots/$c\" out.txt; test -f s1/model.safetensors")
+set_tests_properties(cli.train_from_hub_id PROPERTIES LABELS cli TIMEOUT 180)
 
 # The memory savers' examples: each runs, and its phase table shows what it saves (offload: host figures).
 foreach(example llama-sgd-bf16true llama-adam8bit-bf16true llama-adam8bit-bf16true-ckpt llama-lora-fp32

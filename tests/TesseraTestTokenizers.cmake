@@ -32,5 +32,15 @@ add_test(NAME reference.text_data_litgpt
   COMMAND ${_check_text_data} ${_fixtures}/sp_bpe:LlamaTokenizer ${_fixtures}/bpe_json ${_fixtures}/sp_unigram:T5Tokenizer)
 add_test(NAME reference.text_data_litgpt_negative_control
   COMMAND ${_check_text_data} ${_fixtures}/sp_bpe:LlamaTokenizer --count 20 --perturb --expect-mismatch)
+# litgpt's Alpaca2k (--alpaca2k): the records as load_dataset's Arrow cache (data= its cache_dir), split by litgpt's
+# own Alpaca2k.setup() (train_test_split(test_size=0.05, seed=42)) against tessera's val_split_fraction=0.05 seed=42.
+if(TESSERA_WITH_ARROW)
+  add_test(NAME reference.text_data_alpaca2k
+    COMMAND ${_check_text_data} ${_fixtures}/sp_bpe:LlamaTokenizer ${_fixtures}/bpe_json --count 120 --alpaca2k)
+  add_test(NAME reference.text_data_alpaca2k_negative_control
+    COMMAND ${_check_text_data} ${_fixtures}/bpe_json --count 40 --alpaca2k --perturb --expect-mismatch)
+  set_tests_properties(reference.text_data_alpaca2k reference.text_data_alpaca2k_negative_control PROPERTIES
+    LABELS reference TIMEOUT 300)
+endif()
 set_tests_properties(reference.text_data_litgpt reference.text_data_litgpt_negative_control PROPERTIES
   LABELS reference TIMEOUT 600)

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tessera/core/paths.hpp"
+#include "tessera/io/hub_cache.hpp"
 
 namespace tessera {
 namespace {
@@ -116,6 +117,31 @@ void check_output_file(Problems& p, const RunConfig& cfg, const std::string& key
               resolved_path(path) == resolved_path(cfg.save_dir)
                   ? "is also save_dir; give the " + key + " file and the saved weights different paths"
                   : "is inside save_dir=" + cfg.save_dir + ", which is written whole at the end; put it elsewhere");
+}
+
+// model_dir (io/hub_cache.hpp): a directory, or the id of a model in the Hugging Face hub cache; revision picks the
+// hub id's snapshot and is ignored for a directory, as from_pretrained ignores it. Returns the directory the run
+// reads, for the checks that keep outputs out of the run's inputs.
+std::string check_model_dir(Problems& p, const RunConfig& cfg) {
+  p.require(!cfg.revision.empty(), "revision", "must name a branch, tag or commit hash, e.g. revision=main");
+  p.require(!cfg.model_dir.empty() || cfg.revision == "main" || cfg.revision.empty(), "revision",
+            "picks a revision of model_dir as a Hugging Face hub id, and model_dir is empty (the model preset); "
+            "give model_dir=ORG/NAME, or drop revision");
+  if (cfg.model_dir.empty() || is_dir(cfg.model_dir)) return cfg.model_dir;
+  if (!io::looks_like_repo_id(cfg.model_dir)) {
+    p.require(false, "model_dir",
+              "not an existing directory, nor a Hugging Face hub id (ORG/NAME, e.g. openlm-research/open_llama_7b); "
+              "give a Hugging Face model dir with config.json, the hub id of a model in the hub cache, or leave it "
+              "empty to use the model preset");
+    return cfg.model_dir;
+  }
+  if (cfg.revision.empty()) return cfg.model_dir;
+  try {
+    return io::resolve_hub_snapshot(cfg.model_dir, cfg.revision).string();
+  } catch (const ConfigError& e) {
+    p.require(false, "model_dir", "not an existing directory; " + std::string(e.what()));
+    return cfg.model_dir;
+  }
 }
 
 // checkpoint_dir, checkpoint_every, keep_last, resume (engine/train_state.hpp).
@@ -271,6 +297,18 @@ void validate(const RunConfig& cfg) {
             "must be -1 (run max_epochs) or >= 1");
   p.require(cfg.num_train_samples == -1 || cfg.num_train_samples >= 1, "num_train_samples",
             "must be -1 (all of the data) or >= 1");
+  p.require(cfg.shuffle_seed >= -1, "shuffle_seed",
+            "must be -1 (the table's order) or a seed >= 0, as Dataset.shuffle(seed=N) takes");
+  p.require(cfg.val_split_fraction >= 0 && cfg.val_split_fraction < 1, "val_split_fraction",
+            "must be in [0, 1): the fraction held out, e.g. val_split_fraction=0.05 as litgpt's Alpaca2k (0 = none)");
+  p.require(cfg.max_length == -1 || cfg.max_length >= 1, "max_length",
+            "must be -1 (truncate text captions at seq_len) or >= 1, e.g. max_length=50 as the labs' processor");
+  for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"split", &cfg.split},
+                                   {"image_column", &cfg.image_column}, {"text_column", &cfg.text_column},
+                                   {"label_column", &cfg.label_column}}) {
+    p.require(!value->empty(), key, "must name a split or column; the default is " +
+                                         std::string(std::string_view(key) == "split" ? "train" : "its name"));
+  }
   // Written so that NaN fails too.
   p.require(cfg.limit_train_batches > 0 && cfg.limit_train_batches <= 1, "limit_train_batches",
             "must be in (0, 1], the fraction of each epoch's batches to run");
@@ -297,18 +335,18 @@ void validate(const RunConfig& cfg) {
   p.require(!cfg.model_dir.empty() || !cfg.model.empty(), "model",
             "empty; name one of the model family's presets (--help lists them), or set model_dir to a Hugging "
             "Face model dir");
-  p.require(cfg.model_dir.empty() || is_dir(cfg.model_dir), "model_dir",
-            "not an existing directory; give a Hugging Face model dir with config.json, or leave it "
-            "empty to use the model preset");
+  RunConfig read = cfg;  // the inputs as the run reads them: model_dir a hub id's snapshot directory
+  read.model_dir = check_model_dir(p, cfg);
   p.require(cfg.data.empty() || is_file(cfg.data) || is_dir(cfg.data), "data",
             "not an existing file or directory; give a token file (nanoGPT uint16 or llm.c .bin) for a language "
             "model, a directory with pairs.jsonl for T5, an image directory (labels.jsonl or a directory per class) "
-            "for an image model, or leave it empty for synthetic data");
+            "for an image model, a datasets directory or Parquet for any family, or leave it empty for synthetic "
+            "data");
   p.require(cfg.tokenizer.empty() || is_file(cfg.tokenizer) || is_dir(cfg.tokenizer), "tokenizer",
             "not an existing file or directory; give a model dir with its tokenizer files, or a tokenizer.model, "
             "tokenizer.json or vocab.json");
   check_upper_bounds(p, cfg);
-  check_outputs(p, cfg);
+  check_outputs(p, read);
   p.throw_if_any();
 }
 
@@ -327,6 +365,9 @@ RunConfig parse_run_config(std::span<const std::string_view> args, const RunConf
   const std::vector<std::string_view> views(rewritten.begin(), rewritten.end());
   RunConfig cfg = parse_args(std::span<const std::string_view>(views), defaults);
   validate(cfg);
+  // Resolved here, once, so that every reader of model_dir (config.json, weights, tokenizer, image processor) sees
+  // a directory.
+  cfg.model_dir = io::resolve_model_dir(cfg.model_dir, cfg.revision).string();
   return cfg;
 }
 

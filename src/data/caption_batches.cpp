@@ -13,7 +13,9 @@
 #include "tessera/data/image_batches.hpp"
 #include "tessera/data/jsonl_rows.hpp"
 #include "tessera/data/synthetic_images.hpp"
+#include "tessera/data/table_rows.hpp"
 #include "tessera/io/image_file.hpp"
+#include "tessera/io/image_orientation.hpp"
 #include "tessera/io/json_file.hpp"
 #include "tessera/text/tokenizer.hpp"
 
@@ -48,9 +50,54 @@ std::vector<std::int64_t> read_ids(const nlohmann::json& j, const char* key, con
   return detail::read_token_ids(j, key, where, rules);
 }
 
+// `text` as the labs' processor tokenizes a caption: tokenizer(text, truncation=True, max_length=max_length), its
+// special tokens (BOS / EOS) kept and the text's own ids cut to fit.
+std::vector<std::int64_t> tokenize_caption(const text::Tokenizer& tokenizer, std::string_view text,
+                                           std::int64_t max_length, const std::string& where) {
+  std::vector<std::int64_t> ids = tokenizer.encode(text);
+  const bool bos = tokenizer.add_bos_token() && tokenizer.bos_id();
+  const bool eos = tokenizer.add_eos_token() && tokenizer.eos_id();
+  const std::int64_t specials = (bos ? 1 : 0) + (eos ? 1 : 0);
+  if (max_length <= specials)
+    throw ConfigError(where + ": max_length=" + std::to_string(max_length) + " leaves no room for the caption beside "
+                      "the tokenizer's " + std::to_string(specials) + " special token(s); give a larger max_length");
+  if (static_cast<std::int64_t>(ids.size()) > max_length - specials)
+    ids.resize(static_cast<std::size_t>(max_length - specials));
+  if (bos) ids.insert(ids.begin(), *tokenizer.bos_id());
+  if (eos) ids.push_back(*tokenizer.eos_id());
+  return ids;
+}
+
+// The captions of a table (data/table_rows.hpp), tokenized, and every image's header probed.
+void read_caption_table(const RunConfig& cfg, const TableRows& table, std::size_t image_column,
+                        const models::CaptionSpec& spec, std::int64_t max_length,
+                        std::vector<std::vector<std::int64_t>>& inputs) {
+  const std::string source = cfg.tokenizer.empty() ? cfg.model_dir : cfg.tokenizer;
+  const std::size_t text_column = table.table->column(cfg.text_column, ColumnKind::text, "text_column");
+  if (source.empty())
+    throw ConfigError("data=" + cfg.data + ": the captions are text, which needs the model's tokenizer; give "
+                      "model_dir=DIR or tokenizer=DIR");
+  const text::Tokenizer tokenizer = text::Tokenizer::load(source);
+  for (std::int64_t r = 0; r < table.size(); ++r) {
+    const std::int64_t row = table.row(r);
+    const std::string where = table.table->where(row, text_column);
+    const nlohmann::json ids{
+        {"input_ids", tokenize_caption(tokenizer, table.table->text(row, text_column), max_length, where)}};
+    inputs.push_back(read_ids(ids, "input_ids", where + " (as tokenized by " + tokenizer.source().string() + ")",
+                              spec, cfg.seq_len));
+    const auto bytes = table.table->image_bytes(row, image_column);
+    try {
+      io::probe_image(bytes, table.table->where(row, image_column));
+    } catch (const FormatError& e) {
+      throw ConfigError("data=" + cfg.data + ": " + e.what());
+    }
+  }
+}
+
 // The rows of a captions.jsonl file, every line checked and every image probed (header only).
 void read_captions_jsonl(const std::string& data, const fs::path& file, const models::CaptionSpec& spec,
-                         std::int64_t seq_len, const std::string& tokenizer_source, std::vector<fs::path>& paths,
+                         std::int64_t seq_len, std::int64_t max_length, const std::string& tokenizer_source,
+                         std::vector<fs::path>& paths,
                          std::vector<std::vector<std::int64_t>>& inputs,
                          std::vector<std::vector<std::int64_t>>& labels) {
   const fs::path dir = file.parent_path();
@@ -67,7 +114,8 @@ void read_captions_jsonl(const std::string& data, const fs::path& file, const mo
         throw ConfigError(where + ": a text caption (\"text\"), which needs the model's tokenizer; give model_dir=DIR "
                           "or tokenizer=DIR, or give the caption's token ids as \"input_ids\"");
       if (!tokenizer) tokenizer = text::Tokenizer::load(tokenizer_source);
-      const nlohmann::json ids{{"input_ids", tokenizer->encode_with_special(j.at("text").get<std::string>())}};
+      const nlohmann::json ids{
+          {"input_ids", tokenize_caption(*tokenizer, j.at("text").get<std::string>(), max_length, where)}};
       in = read_ids(ids, "input_ids", where + " (\"text\" as tokenized by " + tokenizer->source().string() + ")",
                     spec, seq_len);
     } else {
@@ -97,7 +145,8 @@ void read_captions_jsonl(const std::string& data, const fs::path& file, const mo
 }  // namespace
 
 CaptionBatches::CaptionBatches(const RunConfig& cfg, models::CaptionSpec spec, std::int64_t world_size)
-    : spec_(spec), batch_size_(cfg.batch_size), seed_(static_cast<std::uint64_t>(cfg.seed)) {
+    : spec_(spec), targets_(cfg.caption_targets), batch_size_(cfg.batch_size),
+      seed_(static_cast<std::uint64_t>(cfg.seed)) {
   spec_.image = with_preprocessor_config(spec_.image, cfg.model_dir);
   if (spec_.image.channels != 3 && spec_.image.channels != 1)
     throw ConfigError("the model takes " + std::to_string(spec_.image.channels) +
@@ -112,6 +161,7 @@ CaptionBatches::CaptionBatches(const RunConfig& cfg, models::CaptionSpec spec, s
   if (cfg.seq_len < 1)
     throw ConfigError("seq_len is " + std::to_string(cfg.seq_len) + "; it must be >= 1 (the longest caption in "
                       "tokens)");
+  const std::int64_t max_length = cfg.max_length > 0 ? cfg.max_length : cfg.seq_len;
   if (cfg.data.empty()) {
     const std::int64_t rows = cfg.num_train_samples > 0 ? cfg.num_train_samples : kSyntheticRows;
     // Every caption seq_len tokens long: no padding, so that W ranks of B rows compute what one rank of W * B rows
@@ -149,17 +199,24 @@ CaptionBatches::CaptionBatches(const RunConfig& cfg, models::CaptionSpec spec, s
                    "x" + std::to_string(spec_.image.image_size) + "x" + std::to_string(spec_.image.image_size) +
                    " (" + std::to_string(kSyntheticClasses) + " classes), captions of " + std::to_string(cfg.seq_len) +
                    " tokens (seed " + std::to_string(cfg.seed) + ")";
+  } else if (TableSource::recognizes(cfg.data)) {
+    table_ = std::make_shared<const TableRows>(TableRows::open(cfg));
+    image_column_ = table_->table->column(cfg.image_column, ColumnKind::image, "image_column");
+    read_caption_table(cfg, *table_, image_column_, spec_, max_length, inputs_);
+    labels_.resize(inputs_.size());
+    description_ = table_->description();
   } else {
     const fs::path file = detail::jsonl_data_file(cfg.data, kCaptions);
-    read_captions_jsonl(cfg.data, file, spec_, cfg.seq_len, cfg.tokenizer.empty() ? cfg.model_dir : cfg.tokenizer,
-                        paths_, inputs_, labels_);
+    read_captions_jsonl(cfg.data, file, spec_, cfg.seq_len, max_length,
+                        cfg.tokenizer.empty() ? cfg.model_dir : cfg.tokenizer, paths_, inputs_, labels_);
     if (inputs_.empty())
       throw ConfigError("data=" + cfg.data + ": " + file.string() + " has no rows; " + kLineShape);
     description_ = file.filename().string() + " in " + file.parent_path().string() + " (" +
                    std::to_string(inputs_.size()) + " captions)";
   }
   order_ = std::make_unique<RowOrder>(size(), BatchShape{world_size, cfg.batch_size, 2, cfg.accumulate_grad_batches},
-                                      cfg.num_train_samples, cfg.limit_train_batches, description_);
+                                      cfg.num_train_samples, cfg.limit_train_batches, description_, cfg.data_order,
+                                      static_cast<std::uint64_t>(cfg.seed));
   total_steps_ = order_->total_steps(cfg.max_epochs, cfg.max_steps);
   // The means over the rows an epoch reads: rows [0, rows_per_epoch()).
   const std::int64_t read = order_->rows_per_epoch();
@@ -175,6 +232,14 @@ CaptionBatches::CaptionBatches(const RunConfig& cfg, models::CaptionSpec spec, s
 }
 
 at::Tensor CaptionBatches::image(std::int64_t row) const {
+  if (table_) {
+    const std::int64_t r = table_->row(row);
+    // As datasets' Image feature decodes it for the labs: EXIF orientation applied.
+    const auto bytes = table_->table->image_bytes(r, image_column_);
+    const io::RgbImage img =
+        io::oriented(io::decode_image(bytes, table_->table->where(r, image_column_)), io::exif_orientation(bytes));
+    return prepare_image(img.pixels.data(), img.width, img.height, spec_.image);
+  }
   if (paths_.empty())  // its class's fixed pattern plus its own noise (data/synthetic_images.hpp)
     return detail::synthetic_image(spec_.image, seed_, classes_[static_cast<std::size_t>(row)], row);
   const io::RgbImage img = io::read_image(paths_[static_cast<std::size_t>(row)]);
@@ -207,7 +272,10 @@ models::CaptionBatch CaptionBatches::batch(std::int64_t step, std::int64_t micro
     std::copy(x.begin(), x.end(), in + i * T);
     std::fill(m + i * T, m + i * T + static_cast<std::int64_t>(x.size()), std::int64_t{1});
   }
-  at::Tensor labels;  // undefined without any row's labels: the model's loss is then labels=input_ids
+  // Without any row's own labels: the padded input_ids (caption targets), or undefined, which has the model take
+  // the processor's input_ids (image tokens, then the caption) as labels.
+  at::Tensor labels;
+  if (!any_labels && targets_ == CaptionTargets::caption) labels = inputs.clone();
   if (any_labels) {
     labels = at::full({batch_size_, L}, models::kIgnoreIndex, options);
     std::int64_t* lab = labels.data_ptr<std::int64_t>();

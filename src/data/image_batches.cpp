@@ -9,7 +9,9 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/data/synthetic_images.hpp"
+#include "tessera/data/table_rows.hpp"
 #include "tessera/io/image_file.hpp"
+#include "tessera/io/image_orientation.hpp"
 #include "tessera/io/json_file.hpp"
 
 namespace tessera::data {
@@ -136,6 +138,25 @@ ImageBatches::ImageBatches(const RunConfig& cfg, models::ImageSpec spec, std::in
     description_ = "synthetic images: " + std::to_string(rows) + " of " + std::to_string(spec_.channels) + "x" +
                    std::to_string(spec_.image_size) + "x" + std::to_string(spec_.image_size) + ", " +
                    std::to_string(spec_.num_labels) + " classes (seed " + std::to_string(cfg.seed) + ")";
+  } else if (TableSource::recognizes(cfg.data)) {
+    table_ = std::make_shared<const TableRows>(TableRows::open(cfg));
+    const TableSource& table = *table_->table;
+    image_column_ = table.column(cfg.image_column, ColumnKind::image, "image_column");
+    const std::size_t label_column = table.column(cfg.label_column, ColumnKind::integer, "label_column");
+    for (std::int64_t r = 0; r < table_->size(); ++r) {
+      const std::int64_t row = table_->row(r), label = table.integer(row, label_column);
+      if (label < 0 || label >= spec_.num_labels)
+        throw ConfigError("data=" + cfg.data + ": " + table.where(row, label_column) + " is " +
+                          std::to_string(label) + ", not a class of the model (0 to " +
+                          std::to_string(spec_.num_labels - 1) + "); give a model whose num_labels covers them");
+      try {
+        io::probe_image(table.image_bytes(row, image_column_), table.where(row, image_column_));
+      } catch (const FormatError& e) {
+        throw ConfigError("data=" + cfg.data + ": " + e.what());
+      }
+      labels_.push_back(label);
+    }
+    description_ = table_->description();
   } else {
     const fs::path dir(cfg.data);
     std::error_code ec;
@@ -158,12 +179,21 @@ ImageBatches::ImageBatches(const RunConfig& cfg, models::ImageSpec spec, std::in
                    std::to_string(paths_.size()) + " images";
   }
   order_ = std::make_unique<RowOrder>(size(), BatchShape{world_size, cfg.batch_size, 2, cfg.accumulate_grad_batches},
-                                      cfg.num_train_samples, cfg.limit_train_batches, description_);
+                                      cfg.num_train_samples, cfg.limit_train_batches, description_, cfg.data_order,
+                                      static_cast<std::uint64_t>(cfg.seed));
   total_steps_ = order_->total_steps(cfg.max_epochs, cfg.max_steps);
   tokens_per_step_ = world_size * cfg.batch_size * cfg.accumulate_grad_batches * std::max<std::int64_t>(1, spec_.positions);
 }
 
 at::Tensor ImageBatches::image(std::int64_t row) const {
+  if (table_) {
+    const std::int64_t r = table_->row(row);
+    // As datasets' Image feature decodes it for the labs: EXIF orientation applied.
+    const auto bytes = table_->table->image_bytes(r, image_column_);
+    const io::RgbImage img =
+        io::oriented(io::decode_image(bytes, table_->table->where(r, image_column_)), io::exif_orientation(bytes));
+    return prepare_image(img.pixels.data(), img.width, img.height, spec_);
+  }
   if (paths_.empty()) {
     // Its class's fixed pattern plus its own noise (data/synthetic_images.hpp).
     return detail::synthetic_image(spec_, seed_, labels_[static_cast<std::size_t>(row)], row);

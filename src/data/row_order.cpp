@@ -6,12 +6,13 @@
 #include <stdexcept>
 
 #include "tessera/core/error.hpp"
+#include "tessera/data/lab_order.hpp"
 
 namespace tessera::data {
 
 RowOrder::RowOrder(std::int64_t rows, BatchShape shape, std::int64_t num_train_samples, double limit_train_batches,
-                   const std::string& what)
-    : shape_(shape) {
+                   const std::string& what, DataOrder order, std::uint64_t seed)
+    : shape_(shape), order_(order), seed_(seed) {
   if (shape.world_size < 1 || shape.batch_size < 1 || shape.accumulate < 1)
     throw ConfigError("world_size, batch_size and accumulate_grad_batches must be >= 1");
   if (num_train_samples != -1 && num_train_samples < 1)
@@ -25,7 +26,12 @@ RowOrder::RowOrder(std::int64_t rows, BatchShape shape, std::int64_t num_train_s
       __builtin_mul_overflow(g, shape.accumulate, &step_rows))
     throw ConfigError("world_size*batch_size*accumulate_grad_batches overflows 64 bits; use realistic sizes");
   const std::int64_t usable = num_train_samples > 0 ? std::min(rows, num_train_samples) : rows;
+  usable_ = usable;
   chunks_per_epoch_ = usable / g;
+  if (order == DataOrder::dataloader && shape.world_size > 1) {
+    // DistributedSampler pads each rank's share to ceil(N / W) indices.
+    chunks_per_epoch_ = (usable + shape.world_size - 1) / shape.world_size / shape.batch_size;
+  }
   if (chunks_per_epoch_ == 0)
     throw ConfigError(what + " has " + std::to_string(rows) + " rows" +
                       (usable < rows ? " (num_train_samples=" + std::to_string(num_train_samples) + " keeps " +
@@ -62,9 +68,25 @@ std::int64_t RowOrder::row(std::int64_t step, std::int64_t micro, std::int64_t r
       i >= shape_.batch_size)
     throw std::invalid_argument("RowOrder::row: step " + std::to_string(step) + ", micro " + std::to_string(micro) +
                                 ", rank " + std::to_string(rank) + ", row " + std::to_string(i) + " out of range");
-  const std::int64_t s = step % chunks_per_epoch_;  // reduced first: s*A + m stays exact
-  const std::int64_t c = (s * shape_.accumulate + micro) % chunks_per_epoch_;
-  return (c * shape_.world_size + rank) * shape_.batch_size + i;
+  if (order_ == DataOrder::fixed) {
+    const std::int64_t s = step % chunks_per_epoch_;  // reduced first: s*A + m stays exact
+    const std::int64_t c = (s * shape_.accumulate + micro) % chunks_per_epoch_;
+    return (c * shape_.world_size + rank) * shape_.batch_size + i;
+  }
+  const std::int64_t c = step * shape_.accumulate + micro;
+  const std::int64_t epoch = c / chunks_per_epoch_, p = c % chunks_per_epoch_;
+  std::lock_guard lock(mutex_);
+  auto it = epochs_.find({epoch, rank});
+  if (it == epochs_.end()) {
+    if (epochs_.size() >= 4) epochs_.erase(epochs_.begin());  // the run moves forward: the oldest epoch goes
+    std::vector<std::int64_t> rows =
+        shape_.world_size == 1
+            ? dataloader_epoch_order(usable_, seed_, epoch, shape_.batch_size, /*drop_last=*/false)
+            : distributed_sampler_indices(usable_, shape_.world_size, rank, seed_, epoch, /*shuffle=*/true,
+                                          /*drop_last=*/false);
+    it = epochs_.emplace(std::make_pair(epoch, rank), std::move(rows)).first;
+  }
+  return it->second[static_cast<std::size_t>(p * shape_.batch_size + i)];
 }
 
 }  // namespace tessera::data

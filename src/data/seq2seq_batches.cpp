@@ -110,7 +110,8 @@ Seq2SeqBatches::Seq2SeqBatches(const RunConfig& cfg, models::Seq2SeqSpec spec, s
                    std::to_string(inputs_.size()) + " pairs)";
   }
   order_ = std::make_unique<RowOrder>(size(), BatchShape{world_size, cfg.batch_size, 2, cfg.accumulate_grad_batches},
-                                      cfg.num_train_samples, cfg.limit_train_batches, description_);
+                                      cfg.num_train_samples, cfg.limit_train_batches, description_, cfg.data_order,
+                                      static_cast<std::uint64_t>(cfg.seed));
   total_steps_ = order_->total_steps(cfg.max_epochs, cfg.max_steps);
   // The means over the rows an epoch reads: rows [0, rows_per_epoch()).
   const std::int64_t read = order_->rows_per_epoch();

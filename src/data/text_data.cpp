@@ -22,6 +22,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/partial_files.hpp"
+#include "tessera/data/table_rows.hpp"
 #include "tessera/io/json_file.hpp"
 #include "tessera/report/console.hpp"
 
@@ -330,11 +331,15 @@ std::string alpaca_prompt(std::string_view instruction, std::string_view input) 
   return out;
 }
 
-TextRows read_text_rows(const fs::path& file, const text::Tokenizer& tokenizer) {
+namespace {
+
+// The records tokenized in order, on the machine's cores (a progress bar named `what` on a terminal).
+TextRows tokenize_records(const std::vector<Record>& records, TextKind kind, const text::Tokenizer& tokenizer,
+                          const std::string& what) {
   TextRows rows;
-  const std::vector<Record> records = read_records(file, rows.kind);
+  rows.kind = kind;
   std::vector<Encoded> encoded(records.size());
-  Progress progress("tokenizing " + file.filename().string(), static_cast<std::int64_t>(records.size()));
+  Progress progress("tokenizing " + what, static_cast<std::int64_t>(records.size()));
   const std::size_t n_threads =
       std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, std::max<std::size_t>(1, records.size() / 64));
   std::atomic<std::size_t> next{0};
@@ -364,6 +369,49 @@ TextRows read_text_rows(const fs::path& file, const text::Tokenizer& tokenizer) 
     rows.prompt_lengths.push_back(e.prompt);
   }
   return rows;
+}
+
+}  // namespace
+
+TextRows read_text_rows(const fs::path& file, const text::Tokenizer& tokenizer) {
+  TextKind kind = TextKind::documents;
+  const std::vector<Record> records = read_records(file, kind);
+  return tokenize_records(records, kind, tokenizer, file.filename().string());
+}
+
+TextRows read_table_text_rows(const TableRows& table, const std::string& text_column,
+                              const text::Tokenizer& tokenizer) {
+  const TableSource& t = *table.table;
+  const bool instructions = t.has_column("instruction") && t.has_column("output");
+  std::vector<Record> records;
+  records.reserve(static_cast<std::size_t>(table.size()));
+  const auto non_empty = [&](std::int64_t row, std::size_t column, std::string value) {
+    if (value.empty())
+      throw ConfigError(t.where(row, column) + " is empty; every " + (instructions ? "instruction's output" : "text") +
+                        " needs at least one character");
+    return value;
+  };
+  if (instructions) {
+    const std::size_t instruction = t.column("instruction", ColumnKind::text, "the Alpaca columns");
+    const std::size_t output = t.column("output", ColumnKind::text, "the Alpaca columns");
+    const bool has_input = t.has_column("input");
+    const std::size_t input = has_input ? t.column("input", ColumnKind::text, "the Alpaca columns") : 0;
+    for (std::int64_t r = 0; r < table.size(); ++r) {
+      const std::int64_t row = table.row(r);
+      records.push_back({t.where(row, instruction),
+                         alpaca_prompt(non_empty(row, instruction, t.text(row, instruction)),
+                                       has_input ? t.text(row, input) : std::string()),
+                         non_empty(row, output, t.text(row, output))});
+    }
+  } else {
+    const std::size_t column = t.column(text_column, ColumnKind::text, "text_column");
+    for (std::int64_t r = 0; r < table.size(); ++r) {
+      const std::int64_t row = table.row(r);
+      records.push_back({t.where(row, column), non_empty(row, column, t.text(row, column)), {}});
+    }
+  }
+  return tokenize_records(records, instructions ? TextKind::instructions : TextKind::documents, tokenizer,
+                          t.description());
 }
 
 fs::path token_cache_path(const fs::path& file, const text::Tokenizer& tokenizer) {

@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "tessera/core/error.hpp"
+#include "tessera/data/table_rows.hpp"
 #include "tessera/models/family_parts.hpp"
 #include "tessera/text/tokenizer.hpp"
 
@@ -45,6 +46,14 @@ TextRows open_text(const RunConfig& cfg, std::string& description) {
     throw ConfigError("data=" + cfg.data + ": text, which needs a tokenizer; give tokenizer=DIR (a model dir with "
                       "tokenizer.model or tokenizer.json, or the file itself) or model_dir=DIR, or give a token file");
   const text::Tokenizer tokenizer = text::Tokenizer::load(source);
+  if (TableSource::recognizes(cfg.data)) {
+    const TableRows table = TableRows::open(cfg);
+    TextRows rows = read_table_text_rows(table, cfg.text_column, tokenizer);
+    description = std::string(rows.kind == TextKind::instructions ? "instructions from " : "documents from ") +
+                  table.description() + " (" + std::to_string(rows.tokens.size()) + " tokens; tokenizer " +
+                  tokenizer.source().string() + ")";
+    return rows;
+  }
   TextRows rows = load_text_rows(cfg.data, tokenizer);
   description = std::string(rows.kind == TextKind::instructions ? "instructions " : "documents ") + cfg.data + " (" +
                 std::to_string(rows.rows()) + " records, " +
@@ -58,7 +67,7 @@ TextRows open_text(const RunConfig& cfg, std::string& description) {
 TokenBatches::TokenBatches(const RunConfig& cfg, models::TokenSpec spec, std::int64_t world_size)
     : batch_size_(cfg.batch_size), seq_len_(cfg.seq_len), mask_prompt_(cfg.mask_prompt) {
   const BatchShape shape{world_size, cfg.batch_size, cfg.seq_len, cfg.accumulate_grad_batches};
-  if (!cfg.data.empty() && is_text_data(cfg.data)) {
+  if (!cfg.data.empty() && (is_text_data(cfg.data) || TableSource::recognizes(cfg.data))) {
     std::string description;
     TextRows rows = open_text(cfg, description);
     const bool instructions = rows.kind == TextKind::instructions;
@@ -68,7 +77,8 @@ TokenBatches::TokenBatches(const RunConfig& cfg, models::TokenSpec spec, std::in
     if (instructions) {
       rows_ = std::make_unique<TextRows>(std::move(rows));
       row_order_ = std::make_unique<RowOrder>(rows_->rows(), shape, cfg.num_train_samples, cfg.limit_train_batches,
-                                              "data=" + cfg.data + " (" + std::to_string(rows_->rows()) + " records)");
+                                              "data=" + cfg.data + " (" + std::to_string(rows_->rows()) + " records)",
+                                              cfg.data_order, static_cast<std::uint64_t>(cfg.seed));
       if (mask_prompt_) {
         std::int64_t untrained = 0;
         for (std::int64_t r = 0; r < rows_->rows(); ++r)

@@ -1,75 +1,116 @@
-// implements: probe_image and read_image (io/image_file.hpp) on stb_image, compiled into this file only.
+// implements: probe_image, read_image and decode_image (io/image_file.hpp): the file side and the choice of decoder
+// (image_jpeg.cpp, image_png.cpp) by the signature Pillow checks.
 #include "tessera/io/image_file.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <system_error>
 
+#include "image_codecs.hpp"
 #include "tessera/core/error.hpp"
 
-#define STB_IMAGE_IMPLEMENTATION
-#define STB_IMAGE_STATIC
-#define STBI_ONLY_PNG
-#define STBI_ONLY_JPEG
-#define STBI_NO_STDIO_WARNINGS
-#if defined(__GNUC__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#endif
-#include <stb/stb_image.h>
-#if defined(__GNUC__)
-#pragma GCC diagnostic pop
-#endif
-
 namespace tessera::io {
-namespace {
+namespace detail {
 
-// Far larger than any training image, and small enough that width * height * 3 cannot overflow.
-constexpr std::int64_t kMaxSide = 1 << 15;
-
-[[noreturn]] void bad_image(const std::filesystem::path& path, const std::string& what) {
-  throw FormatError(path.string() + ": " + what);
+void bad_image(std::string_view what, const std::string& message) {
+  throw FormatError(std::string(what) + ": " + message);
 }
 
-void check_readable(const std::filesystem::path& path) {
+void check_image_size(std::string_view what, std::int64_t width, std::int64_t height) {
+  if (width <= 0 || height <= 0)
+    bad_image(what, "image of " + std::to_string(width) + "x" + std::to_string(height) + " pixels; it has none");
+  // Both sides are at most 2^31 here, so the product cannot overflow.
+  if (width * height > kMaxImagePixels)
+    bad_image(what, "image of " + std::to_string(width) + "x" + std::to_string(height) + " pixels, more than the " +
+                        std::to_string(kMaxImagePixels) + " Pillow opens (2 * Image.MAX_IMAGE_PIXELS; it raises "
+                        "DecompressionBombError)");
+}
+
+}  // namespace detail
+
+namespace {
+
+enum class Kind { png, jpeg };
+
+// Pillow's own tests (PngImagePlugin._accept, JpegImagePlugin._accept): the 8-byte PNG signature, JPEG's SOI and
+// the 0xFF of the next marker.
+Kind kind_of(std::span<const std::uint8_t> bytes, std::string_view what) {
+  static constexpr std::uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  static constexpr std::uint8_t jpeg[] = {0xff, 0xd8, 0xff};
+  if (bytes.empty()) detail::bad_image(what, "empty (0 bytes); not a PNG or JPEG image");
+  if (bytes.size() >= sizeof png && std::equal(png, png + sizeof png, bytes.begin())) return Kind::png;
+  if (bytes.size() >= sizeof jpeg && std::equal(jpeg, jpeg + sizeof jpeg, bytes.begin())) return Kind::jpeg;
+  std::string head;
+  for (std::size_t i = 0; i < std::min<std::size_t>(bytes.size(), 8); ++i) {
+    char hex[4];
+    std::snprintf(hex, sizeof hex, "%02x ", bytes[i]);
+    head += hex;
+  }
+  head.pop_back();
+  detail::bad_image(what, "not a PNG or JPEG image tessera can read (it starts with the bytes " + head +
+                              "; a PNG starts with 89 50 4e 47 0d 0a 1a 0a, a JPEG with ff d8 ff)");
+}
+
+std::optional<ImageInfo> probe_bytes(std::span<const std::uint8_t> bytes, std::string_view what, bool prefix) {
+  if (prefix && bytes.size() < 8) return std::nullopt;
+  return kind_of(bytes, what) == Kind::png ? detail::probe_png(bytes, what, prefix)
+                                           : detail::probe_jpeg(bytes, what, prefix);
+}
+
+// Up to `limit` bytes of the file (all of it when limit is 0), and whether that is all of it.
+std::vector<std::uint8_t> read_file(const std::filesystem::path& path, std::size_t limit, bool& whole) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) bad_image(path, "no such image file");
-  if (!std::filesystem::is_regular_file(path, ec)) bad_image(path, "not a regular file");
+  if (!std::filesystem::exists(path, ec)) detail::bad_image(path.string(), "no such image file");
+  if (!std::filesystem::is_regular_file(path, ec)) detail::bad_image(path.string(), "not a regular file");
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
+  if (!f) detail::bad_image(path.string(), std::string("cannot open: ") + std::strerror(errno));
+  std::vector<std::uint8_t> bytes;
+  if (limit == 0) bytes.reserve(static_cast<std::size_t>(std::filesystem::file_size(path, ec)) + 1);
+  constexpr std::size_t kBlock = 1 << 16;
+  for (;;) {
+    const std::size_t want = limit ? limit - bytes.size() : kBlock;
+    if (want == 0) break;
+    const std::size_t old = bytes.size();
+    bytes.resize(old + want);
+    const std::size_t got = std::fread(bytes.data() + old, 1, want, f.get());
+    bytes.resize(old + got);
+    if (got < want) {
+      if (std::ferror(f.get())) detail::bad_image(path.string(), std::string("cannot read: ") + std::strerror(errno));
+      whole = true;
+      return bytes;
+    }
+  }
+  whole = std::fgetc(f.get()) == EOF;
+  return bytes;
 }
 
 }  // namespace
 
+ImageInfo probe_image(std::span<const std::uint8_t> bytes, std::string_view what) {
+  return *probe_bytes(bytes, what, /*prefix=*/false);
+}
+
 ImageInfo probe_image(const std::filesystem::path& path) {
-  check_readable(path);
-  int w = 0, h = 0, c = 0;
-  if (!stbi_info(path.c_str(), &w, &h, &c)) {
-    if (FILE* f = std::fopen(path.c_str(), "rb")) {
-      std::fclose(f);
-      bad_image(path, std::string("not a PNG or JPEG image tessera can read (") + stbi_failure_reason() + ")");
-    }
-    bad_image(path, std::string("cannot open: ") + std::strerror(errno));
-  }
-  if (w <= 0 || h <= 0 || w > kMaxSide || h > kMaxSide)
-    bad_image(path, "image of " + std::to_string(w) + "x" + std::to_string(h) + " pixels; each side must be 1 to " +
-                        std::to_string(kMaxSide));
-  return ImageInfo{w, h, c};
+  // The header of a photo is a few KiB; EXIF thumbnails and ICC profiles can push a JPEG's past 64 KiB.
+  bool whole = false;
+  const std::vector<std::uint8_t> head = read_file(path, 1 << 16, whole);
+  if (auto info = probe_bytes(head, path.string(), !whole)) return *info;
+  const std::vector<std::uint8_t> all = read_file(path, 0, whole);
+  return *probe_bytes(all, path.string(), /*prefix=*/false);
+}
+
+RgbImage decode_image(std::span<const std::uint8_t> bytes, std::string_view what) {
+  return kind_of(bytes, what) == Kind::png ? detail::decode_png(bytes, what) : detail::decode_jpeg(bytes, what);
 }
 
 RgbImage read_image(const std::filesystem::path& path) {
-  const ImageInfo info = probe_image(path);
-  int w = 0, h = 0, c = 0;
-  std::unique_ptr<stbi_uc, void (*)(void*)> data(stbi_load(path.c_str(), &w, &h, &c, 3), stbi_image_free);
-  if (!data) bad_image(path, std::string("does not decode (") + stbi_failure_reason() + "); the file is corrupt");
-  if (w != info.width || h != info.height) bad_image(path, "header and data disagree on the image size");
-  RgbImage out;
-  out.width = w;
-  out.height = h;
-  out.pixels.assign(data.get(), data.get() + static_cast<std::size_t>(w) * static_cast<std::size_t>(h) * 3);
-  return out;
+  bool whole = false;
+  const std::vector<std::uint8_t> bytes = read_file(path, 0, whole);
+  return decode_image(bytes, path.string());
 }
 
 }  // namespace tessera::io

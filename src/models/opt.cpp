@@ -115,9 +115,12 @@ at::Tensor Opt::forward(const Config& c, CallRunner& run, const PrefixedTokens& 
   if (l > n)
     throw Error("OPT: " + std::to_string(l) + " labels per row for " + std::to_string(n) + " positions");
   const at::Tensor mask = at::cat({at::ones({b, p}, in.attention_mask.options()), in.attention_mask}, 1);
-  // The labels of the last l positions, then shifted: position i predicts label i + 1; the rest is ignored.
+  // The labels of the last l positions, shifted within them, as Blip2ForConditionalGeneration's loss on
+  // logits[:, -l:]: position n - l + j predicts label j + 1 (j < l - 1); every other position is ignored (so with
+  // l < n the last prefix position predicts nothing, not label 0).
   const at::Tensor ignored = at::full({b, n - l + 1}, kIgnoreIndex, in.labels.options());
-  const at::Tensor targets = at::cat({ignored.narrow(1, 0, n - l), in.labels, ignored.narrow(1, 0, 1)}, 1).narrow(1, 1, n);
+  const at::Tensor targets =
+      at::cat({ignored.narrow(1, 0, n - l), in.labels.narrow(1, 1, l - 1), ignored.narrow(1, 0, 1)}, 1);
   at::Tensor x = run.call(0, {in.input_ids, mask, in.prefix});
   const auto blocks = static_cast<std::size_t>(c.num_hidden_layers);
   for (std::size_t k = 1; k <= blocks; ++k) x = run.call(k, {x, mask});

@@ -23,17 +23,7 @@
 #include "tessera/data/image_batches.hpp"
 #include "tessera/text/tokenizer.hpp"
 
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#define STB_IMAGE_WRITE_STATIC
-#if defined(__GNUC__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#endif
-#include <stb/stb_image_write.h>
-#if defined(__GNUC__)
-#pragma GCC diagnostic pop
-#endif
+#include "stb_image_write.hpp"
 
 namespace fs = std::filesystem;
 using namespace tessera;
@@ -108,7 +98,7 @@ TEST_CASE("CaptionBatches synthetic: deterministic, padded per batch, the same r
   CHECK(data::CaptionBatches(run(4), spec(100, 1, true), 1).tokens_per_step() == std::llround(4 * (4 + 2 * mean)));
 
   // Each batch is padded to its own longest caption with the pad id (1), its mask 1 over the caption; no row has
-  // labels, so the batch has none (the model computes labels=input_ids). Synthetic captions need no padding.
+  // labels, so the batch's are its padded input ids (caption_targets=caption). Synthetic captions need no padding.
   std::int64_t padded = 0;
   for (std::int64_t step = 0; step < 8; ++step) {
     const models::CaptionBatch b = one.batch(step, 0, 0, c10::Device("cpu"));
@@ -119,7 +109,7 @@ TEST_CASE("CaptionBatches synthetic: deterministic, padded per batch, the same r
     CHECK(b.pixels.scalar_type() == at::kFloat);
     CHECK(b.input_ids.scalar_type() == at::kLong);
     CHECK(b.attention_mask.scalar_type() == at::kLong);
-    CHECK_FALSE(b.labels.defined());
+    CHECK(at::equal(b.labels, b.input_ids));
     for (std::int64_t i = 0; i < 4; ++i) {
       const auto& x = one.input_ids(4 * step + i);
       const auto n = static_cast<std::int64_t>(x.size());
@@ -143,7 +133,7 @@ TEST_CASE("CaptionBatches synthetic: deterministic, padded per batch, the same r
     CHECK(at::equal(part.pixels, all.pixels.narrow(0, 2 * r, 2)));
     CHECK(at::equal(part.input_ids, mine.narrow(1, 0, t)));
     CHECK(at::equal(part.attention_mask, all.attention_mask.narrow(0, 2 * r, 2).narrow(1, 0, t)));
-    CHECK_FALSE(part.labels.defined());
+    CHECK(at::equal(part.labels, part.input_ids));
     CHECK(mine.narrow(1, t, mine.size(1) - t).eq(1).all().item<bool>());  // only padding beyond the rank's longest
   }
   for (std::int64_t r = 0; r < 512; r += 37) CHECK(two.input_ids(r) == one.input_ids(r));
@@ -223,11 +213,18 @@ TEST_CASE("CaptionBatches: captions.jsonl rows with PNG images, labels given or 
   // 4 query positions + (3 + 1 + 5 + 2) / 4 = 2.75 caption tokens a row, times 2 rows a step: 13.5 -> 14.
   CHECK(captions.tokens_per_step() == 14);
 
-  // Step 0: rows 0 and 1, neither with labels: no labels tensor (the model's loss is labels=input_ids).
+  // Step 0: rows 0 and 1, neither with labels: the labels are the padded input ids, pads included
+  // (caption_targets=caption), or none with caption_targets=processor (the model then takes the processor's input
+  // ids, image tokens and caption, as labels).
   const models::CaptionBatch b0 = captions.batch(0, 0, 0, c10::Device("cpu"));
   CHECK(at::equal(b0.input_ids, longs({5, 6, 7, 9, 1, 1}, 2)));
   CHECK(at::equal(b0.attention_mask, longs({1, 1, 1, 1, 0, 0}, 2)));
-  CHECK_FALSE(b0.labels.defined());
+  CHECK(at::equal(b0.labels, b0.input_ids));
+  RunConfig processor = run(2, dir.string());
+  processor.caption_targets = CaptionTargets::processor;
+  const models::CaptionBatch p0 = data::CaptionBatches(processor, spec(50, 1), 1).batch(0, 0, 0, c10::Device("cpu"));
+  CHECK(at::equal(p0.input_ids, b0.input_ids));
+  CHECK_FALSE(p0.labels.defined());
   CHECK(at::equal(b0.pixels, at::stack({captions.image(0), captions.image(1)})));
   // Step 1: row 2 has labels, so the batch's labels are padded with -100, row 3's own input ids included.
   const models::CaptionBatch b1 = captions.batch(1, 0, 0, c10::Device("cpu"));
@@ -241,7 +238,7 @@ TEST_CASE("CaptionBatches: captions.jsonl rows with PNG images, labels given or 
   const data::CaptionBatches ranks(run(1, dir.string()), spec(50, 1), 2);
   const models::CaptionBatch r1 = ranks.batch(1, 0, 1, c10::Device("cpu"));  // row 3
   CHECK(at::equal(r1.input_ids, longs({3, 4}, 1)));
-  CHECK_FALSE(r1.labels.defined());
+  CHECK(at::equal(r1.labels, longs({3, 4}, 1)));
   CHECK(at::equal(r1.pixels[0], captions.image(3)));
 
   // An encoder-decoder LM: labels a sequence of their own length, which also counts in tokens_per_step; data= may

@@ -1,11 +1,13 @@
 // tests: tessera::data::RowOrder, the row order of image (and caption, pair) data: W ranks of B rows read what one
-// rank of W*B rows reads, a partial last batch is dropped, wrap-around, accumulation, limits and error messages.
+// rank of W*B rows reads, a partial last batch is dropped, wrap-around, accumulation, limits and error messages;
+// data_order=dataloader follows the labs' DataLoader / DistributedSampler epoch by epoch.
 #include <catch2/catch.hpp>
 
 #include <set>
 #include <vector>
 
 #include "tessera/core/error.hpp"
+#include "tessera/data/lab_order.hpp"
 #include "tessera/data/row_order.hpp"
 
 using tessera::ConfigError;
@@ -64,4 +66,31 @@ TEST_CASE("RowOrder: too little data is refused with the numbers and the fix", "
   const RowOrder o(16, BatchShape{2, 4, 2, 1}, -1, 1.0, "rows");
   CHECK_THROWS_AS(o.row(0, 0, 2, 0), std::invalid_argument);
   CHECK_THROWS_AS(o.row(0, 1, 0, 0), std::invalid_argument);
+}
+
+TEST_CASE("RowOrder: data_order=dataloader reads each epoch as the seeded DataLoader or DistributedSampler does",
+          "[data][row_order]") {
+  using tessera::DataOrder;
+  // One rank: 10 usable rows of 23 (num_train_samples), batches of 3, 3 per epoch (the partial fourth dropped).
+  const RowOrder one(23, BatchShape{1, 3, 2, 1}, 10, 1.0, "rows", DataOrder::dataloader, 7);
+  CHECK(one.steps_per_epoch() == 3);
+  for (std::int64_t epoch = 0; epoch < 3; ++epoch) {
+    const auto want = tessera::data::dataloader_epoch_order(10, 7, epoch, 3, false);
+    for (std::int64_t s = 0; s < 3; ++s)
+      for (std::int64_t i = 0; i < 3; ++i) CHECK(one.row(epoch * 3 + s, 0, 0, i) == want[s * 3 + i]);
+  }
+  // Another seed, another order; the fixed order is the rows in turn.
+  const RowOrder other(23, BatchShape{1, 3, 2, 1}, 10, 1.0, "rows", DataOrder::dataloader, 8);
+  bool differs = false;
+  for (std::int64_t i = 0; i < 3; ++i) differs = differs || other.row(0, 0, 0, i) != one.row(0, 0, 0, i);
+  CHECK(differs);
+  // Three ranks of 2 rows over 10 rows: each rank's ceil(10 / 3) = 4 indices, 2 batches an epoch, accumulation 2.
+  const RowOrder three(10, BatchShape{3, 2, 2, 2}, -1, 1.0, "rows", DataOrder::dataloader, 5);
+  CHECK(three.steps_per_epoch() == 1);
+  for (std::int64_t epoch = 0; epoch < 2; ++epoch)
+    for (std::int64_t rank = 0; rank < 3; ++rank) {
+      const auto want = tessera::data::distributed_sampler_indices(10, 3, rank, 5, epoch, true, false);
+      for (std::int64_t m = 0; m < 2; ++m)
+        for (std::int64_t i = 0; i < 2; ++i) CHECK(three.row(epoch, m, rank, i) == want[m * 2 + i]);
+    }
 }

@@ -14,8 +14,9 @@ random bytes; captions of 2..9 random ids in [2, vocab - 1), seeded numpy). A ba
 (RowOrder, one rank, no accumulation). transformers gets what its Blip2Processor would give for the same rows:
 pixel_values = (pixels / 255 - mean) / std with BLIP-2's CLIP mean and std (tessera's defaults without a
 preprocessor_config.json), input_ids = 4 image tokens followed by the caption, padded with the LM's pad id (OPT 1,
-T5 0) to the batch's longest, attention_mask 1 over the image tokens and the caption, and labels=input_ids (the labs'
-training step, pads included). The reference loss is model(pixel_values, input_ids, attention_mask, labels).loss.
+T5 0) to the batch's longest, attention_mask 1 over the image tokens and the caption, and labels=input_ids (the
+processor's, pads included): tessera runs with caption_targets=processor (the caption-only loss, its default, is
+check_lab_batches.py's). The reference loss is model(pixel_values, input_ids, attention_mask, labels).loss.
 
 --mode train: --steps optimizer steps of tessera and of transformers + torch.optim.AdamW (lr 1e-3, weight_decay
   0.01) on the same batches; per-step losses within --tol relative. tessera's saved directory must load with
@@ -215,7 +216,8 @@ def key_bias(name, t):
 def check_train(a, d, model_dir, rows):
     args = dict(model_dir=model_dir, data=os.path.join(d, "data"), batch_size=a.rows, max_steps=a.steps, lr=a.lr,
                 weight_decay=0.01, threads=1, device="cpu", metrics=os.path.join(d, "metrics.jsonl"),
-                save_dir=os.path.join(d, "saved"), seq_len=SEQ_LEN)
+                save_dir=os.path.join(d, "saved"), seq_len=SEQ_LEN,
+                caption_targets="processor")
     if a.freeze_parts:
         args["freeze"] = ",".join(a.freeze_parts)
     ours = tessera_run.run(a.exe, args, a.tessera_extra)
@@ -277,7 +279,8 @@ def check_lora(a, d, model_dir, rows):
                                   None, 11)
     args = dict(model_dir=model_dir, data=os.path.join(d, "data"), batch_size=a.rows, max_steps=a.steps, lr=a.lr,
                 weight_decay=0.01, threads=1, device="cpu", metrics=os.path.join(d, "metrics.jsonl"),
-                save_dir=os.path.join(d, "saved"), seq_len=SEQ_LEN, adapter=adapter, lora_dropout=0)
+                save_dir=os.path.join(d, "saved"), seq_len=SEQ_LEN, adapter=adapter, lora_dropout=0,
+                caption_targets="processor")
     ours = tessera_run.run(a.exe, args, a.tessera_extra)
     if ours is None:
         return None

@@ -63,6 +63,22 @@ def phrase(rng, lo, hi):
     return " ".join(out)
 
 
+def alpaca2k_train(cached, tokenizer, seq_len, mask, download_dir):
+    """litgpt 0.5.7's Alpaca2k train set, its own setup() run: load_dataset (here answered with the cache made from
+    the records, as the hub's files would be), train_test_split(test_size=0.05, seed=42), SFTDataset."""
+    import datasets
+    from litgpt.data.alpaca_2k import Alpaca2k
+    module = Alpaca2k(mask_prompt=mask, prompt_style="alpaca", download_dir=download_dir)
+    module.connect(tokenizer=tokenizer, batch_size=1, max_seq_length=seq_len)
+    real = datasets.load_dataset
+    datasets.load_dataset = lambda *a, **k: cached
+    try:
+        module.setup()
+    finally:
+        datasets.load_dataset = real
+    return module.train_dataset
+
+
 def records(count, seed):
     rng = random.Random(seed)
     out = []
@@ -78,6 +94,8 @@ def main():
     parser.add_argument("dump")
     parser.add_argument("tokenizers", nargs="+")
     parser.add_argument("--count", type=int, default=300)
+    parser.add_argument("--alpaca2k", action="store_true",
+                        help="litgpt's Alpaca2k: the records as load_dataset's Arrow cache, split 95/5 with seed 42")
     parser.add_argument("--perturb", action="store_true")
     parser.add_argument("--expect-mismatch", action="store_true")
     args = parser.parse_args()
@@ -93,6 +111,14 @@ def main():
         data_file = os.path.join(tmp, "alpaca.json")
         with open(data_file, "w", encoding="utf-8") as f:
             json.dump(data, f, ensure_ascii=False, indent=4)
+        tessera_data, extra = data_file, []
+        if args.alpaca2k:
+            # What Alpaca2k's load_dataset(repo_id, cache_dir=download_dir) leaves: a datasets cache of Arrow files.
+            import datasets
+            datasets.disable_progress_bars()
+            download_dir = os.path.join(tmp, "alpaca2k")
+            cached = datasets.load_dataset("json", data_files={"train": data_file}, cache_dir=download_dir)
+            tessera_data, extra = download_dir, ["val_split_fraction=0.05", "seed=42"]
         for arg in args.tokenizers:
             # DIR, or DIR:CLASS for a copy of DIR with a tokenizer_config.json naming that tokenizer_class.
             tok_dir, _, cls = arg.partition(":")
@@ -105,15 +131,18 @@ def main():
             tokenizer = Tokenizer(tok_dir)
             for seq_len, mask in ((96, False), (192, True), (1024, True)):
                 out_file = os.path.join(tmp, "rows.jsonl")
-                run = subprocess.run([args.dump, data_file, tok_dir, str(seq_len), "1" if mask else "0", out_file],
-                                     capture_output=True, text=True)
+                run = subprocess.run([args.dump, tessera_data, tok_dir, str(seq_len), "1" if mask else "0", out_file]
+                                     + extra, capture_output=True, text=True)
                 if run.returncode != 0:
                     print(f"text_rows_dump failed ({run.returncode}): {run.stderr.strip()}")
                     return 2
                 with open(out_file, encoding="utf-8") as f:
                     got = [json.loads(line) for line in f]
-                dataset = SFTDataset(data=data, tokenizer=tokenizer, prompt_style="alpaca", max_seq_length=seq_len,
-                                     mask_prompt=mask, ignore_index=-100)
+                if args.alpaca2k:
+                    dataset = alpaca2k_train(cached, tokenizer, seq_len, mask, download_dir)
+                else:
+                    dataset = SFTDataset(data=data, tokenizer=tokenizer, prompt_style="alpaca",
+                                         max_seq_length=seq_len, mask_prompt=mask, ignore_index=-100)
                 if len(got) != len(dataset):
                     print(f"{tok_dir} seq_len={seq_len} mask_prompt={mask}: tessera gave {len(got)} rows, litgpt "
                           f"{len(dataset)}")
@@ -138,7 +167,7 @@ def main():
                             at = min(next((k for k, (a, b) in enumerate(zip(x, y)) if a != b), len(x)) for x, y in pairs)
                             lo, hi = max(0, at - 4), at + 8
                             print(f"MISMATCH {tok_dir} seq_len={seq_len} mask_prompt={mask} record {i} "
-                                  f"({json.dumps(data[i], ensure_ascii=False)[:200]}), from position {at}:\n"
+                                  f"({json.dumps(dataset.data[i], ensure_ascii=False)[:200]}), from position {at}:\n"
                                   f"  tessera inputs  {got[i]['inputs'][lo:hi]}\n  litgpt  inputs  {want_in[lo:hi]}\n"
                                   f"  tessera targets {got[i]['targets'][lo:hi]}\n  litgpt  targets {want_tg[lo:hi]}")
                 print(f"{os.path.basename(os.path.normpath(tok_dir))}: seq_len={seq_len} mask_prompt={mask}: "

@@ -16,12 +16,16 @@ namespace {
 constexpr double kMinMoveT5 = 2e-5;
 }  // namespace
 
+// Rounding: with the caption-only loss (caption_targets=caption, the default; the processor's targets add constant
+// image-token targets) 4 ranks' summation order left unit 8 1.05e-5 (relative norm) from the 1-rank run after 3
+// AdamW steps; a sharding error is orders of magnitude larger.
+constexpr double kTolOpt = 2e-5;
 TEST_CASE("BLIP-2 OPT: Ddp, ShardGradOp and FullShard equal the 1-rank run (fp32)", "[sharding][blip2]") {
   const RunConfig cfg = parity_run();
-  SECTION("Ddp") { check_against_reference<Experiment<models::Blip2Opt, Ddp>>(cfg, 1e-5); }
-  SECTION("ShardGradOp") { check_against_reference<Experiment<models::Blip2Opt, ShardGradOp>>(cfg, 1e-5); }
+  SECTION("Ddp") { check_against_reference<Experiment<models::Blip2Opt, Ddp>>(cfg, kTolOpt); }
+  SECTION("ShardGradOp") { check_against_reference<Experiment<models::Blip2Opt, ShardGradOp>>(cfg, kTolOpt); }
   SECTION("FullShard, the three block types wrapped") {
-    check_against_reference<Experiment<models::Blip2Opt, FullShard>>(cfg, 1e-5);
+    check_against_reference<Experiment<models::Blip2Opt, FullShard>>(cfg, kTolOpt);
   }
 }
 

@@ -37,11 +37,41 @@ struct config_enum<CpuLowp> {
       {{CpuLowp::auto_, "auto"}, {CpuLowp::native, "native"}, {CpuLowp::widen, "widen"}}};
 };
 
+// data_order: the order of an epoch's rows: fixed (the data's order, the same on every world size), or as the labs'
+// loaders shuffle it: DataLoader(shuffle=True) with a generator seeded `seed` on one rank, torch's
+// DistributedSampler(shuffle=True, seed=seed) with set_epoch on several (data/lab_order.hpp).
+enum class DataOrder { fixed, dataloader };
+template <>
+struct config_enum<DataOrder> {
+  static constexpr std::array<std::pair<DataOrder, std::string_view>, 2> values{
+      {{DataOrder::fixed, "fixed"}, {DataOrder::dataloader, "dataloader"}}};
+};
+
+// caption_targets: what an image-to-text model's loss is over when the captions are text: the caption's tokens
+// (labels = the tokenizer's ids, as the labs pass them; the image conditions them) or, as Blip2Processor's input_ids
+// used as labels give, the query positions' image tokens too.
+enum class CaptionTargets { caption, processor };
+template <>
+struct config_enum<CaptionTargets> {
+  static constexpr std::array<std::pair<CaptionTargets, std::string_view>, 2> values{
+      {{CaptionTargets::caption, "caption"}, {CaptionTargets::processor, "processor"}}};
+};
+
 // Field order is the order of --help and of the printed table; keep config_fields below in step.
 struct RunConfig {
   std::string model = "tiny";
   std::string model_dir;
+  std::string revision = "main";
   std::string data;
+  std::string split = "train";
+  std::string image_column = "image";
+  std::string text_column = "text";
+  std::string label_column = "label";
+  std::int64_t shuffle_seed = -1;
+  double val_split_fraction = 0.0;
+  DataOrder data_order = DataOrder::fixed;
+  std::int64_t max_length = -1;
+  CaptionTargets caption_targets = CaptionTargets::caption;
   std::string tokenizer;
   bool mask_prompt = false;
   std::int64_t seq_len = 256;
@@ -98,18 +128,45 @@ std::optional<std::int64_t> parse_bytes(std::string_view text);
 template <>
 struct config_fields<RunConfig> {
   static constexpr std::string_view title = "run config";
-  static constexpr std::array<FieldDoc, 50> docs{{
+  static constexpr std::array<FieldDoc, 60> docs{{
       {"model",
        "model preset of the experiment's model family (--help lists them, e.g. tiny); ignored when model_dir "
        "is set"},
       {"model_dir",
-       "Hugging Face model dir of the experiment's family (config.json + model.safetensors or its .index.json); "
-       "empty = build the model preset"},
+       "Hugging Face model dir of the experiment's family (config.json + model.safetensors or its .index.json), or "
+       "a hub id (ORG/NAME, e.g. openlm-research/open_llama_7b) already in the Hugging Face hub cache, read offline "
+       "as from_pretrained(id, local_files_only=True) does; empty = build the model preset"},
+      {"revision",
+       "model_dir as a hub id: the branch, tag or commit hash to read from the hub cache (refs/REVISION gives the "
+       "commit; a 40-hex commit hash is used as it is); not used when model_dir is a directory"},
       {"data", "language models: a token file (nanoGPT uint16 .bin or llm.c headered .bin), or text (.txt: a document "
                "per line; .jsonl / .json: {\"text\"} documents or Alpaca-style {\"instruction\", \"input\", "
                "\"output\"} records), tokenized once into a cache beside it; T5: a directory with "
                "pairs.jsonl; BLIP-2: a directory with captions.jsonl and its images; image models: a directory of images (labels.jsonl, or one directory per class); empty = "
-               "synthetic data of the family's kind"},
+               "synthetic data of the family's kind; or, for every family, a Hugging Face datasets directory "
+               "(save_to_disk, a DatasetDict, load_dataset's cache) or Parquet files (data/table_source.hpp)"},
+      {"split", "data= a DatasetDict or a directory of split-named files: the split to train on (train, validation, "
+                "...)"},
+      {"image_column", "data= a datasets directory or Parquet: the column of the images (Image feature or bytes)"},
+      {"text_column", "data= a datasets directory or Parquet: the column of the text (captions, documents)"},
+      {"label_column", "data= a datasets directory or Parquet: the column of the integer class labels (image models)"},
+      {"shuffle_seed",
+       "data= a datasets directory or Parquet: shuffle its rows as Dataset.shuffle(seed=N) does before "
+       "num_train_samples takes the first rows (.select(range(N))); -1 = the table's order"},
+      {"val_split_fraction",
+       "data= a datasets directory or Parquet: hold out this fraction as train_test_split(test_size=F, seed=seed) "
+       "does and train on the rest, in its order (litgpt's Alpaca2k: 0.05); 0 = train on every row"},
+      {"data_order",
+       "fixed (the data's order, the same on every world size) or dataloader (each epoch shuffled as "
+       "DataLoader(shuffle=True) with a generator seeded seed; on several ranks torch's DistributedSampler"
+       "(shuffle=True, seed=seed) with set_epoch)"},
+      {"max_length",
+       "text captions: truncate each to this many tokens, special tokens included, as the processor's "
+       "tokenizer(truncation=True, max_length=N); -1 = seq_len"},
+      {"caption_targets",
+       "image-to-text models on text captions: caption (the loss over the caption's tokens, labels=the tokenizer's "
+       "ids, as the labs pass them) or processor (the query positions' image tokens too, as Blip2Processor's "
+       "input_ids used as labels)"},
       {"tokenizer",
        "language models with text data (data= .txt, .jsonl or .json): the tokenizer, a model dir or a tokenizer file "
        "(tokenizer.model, tokenizer.json, vocab.json); empty = model_dir's"},

@@ -5,6 +5,10 @@
 //   (or data=DIR/captions.jsonl)       "labels": [...] (which may hold -100, ignored by the loss); the image's path
 //                                      relative to the file's directory, the ids of the model's own tokenizer; blank
 //                                      lines skipped
+//   data=a table                       a datasets directory or Parquet (data/table_source.hpp): image_column= (an
+//                                      Image feature: the file's bytes, decoded as Pillow does) and text_column= (the
+//                                      caption as text, tokenized as below), its rows in TableRows' order
+//                                      (shuffle_seed=); every image's header is checked before training starts
 //   no data=                           a deterministic synthetic set: num_train_samples rows (512 when -1); row r has
 //                                      class k = splitmix64(seed, r) % 16, its image is class k's fixed pattern plus
 //                                      its own noise (as ImageBatches' synthetic images), its caption class k's
@@ -19,11 +23,17 @@
 // before each caption itself), at most seq_len of them, the image's header); a bad one is a ConfigError naming
 // data=, the file, the line and what is wrong.
 //
+// A caption given as text (a table's, or "text" in captions.jsonl) is tokenized as the labs' processor does:
+// tokenizer(text, truncation=True, max_length=M) with its special tokens, M = max_length (seq_len when -1): the
+// text's ids cut so that with the special tokens they are at most M.
+//
 // Padding, per batch of one rank's B rows, T the longest input_ids among them:
 //   input_ids       (B, T), pad_token_id after a row's end; attention_mask (B, T) 1 for a token, 0 for padding
-//   labels, when no row of the batch has its own: undefined, which tells the model to compute the labs' loss,
-//                   labels=input_ids (for BLIP-2: the query positions' image tokens, then the padded caption, pads
-//                   included, so pad positions count in the loss)
+//   labels, when no row of the batch has its own: with caption_targets=caption (B, T), the padded input_ids (pads
+//                   included, so pad positions count in the loss): the labs' labels=input_ids with the tokenizer's
+//                   ids, a loss over the caption's positions, conditioned on the image; with caption_targets=processor
+//                   undefined, which tells the model to compute the loss of Blip2Processor's input_ids as labels (the
+//                   query positions' image tokens, then the padded caption)
 //   labels, when a row of the batch has its own: (B, L), L the longest of the rows' labels, where a row without its
 //                   own labels counts its input_ids as its labels; each row is its labels (or its input_ids) and then
 //                   -100 (ignored by the loss) after its end
@@ -44,6 +54,8 @@
 #include "tessera/models/family_parts.hpp"
 
 namespace tessera::data {
+
+struct TableRows;
 
 class CaptionBatches {
  public:
@@ -72,9 +84,12 @@ class CaptionBatches {
 
  private:
   models::CaptionSpec spec_;
+  CaptionTargets targets_;
   std::int64_t batch_size_;
   std::uint64_t seed_;
-  std::vector<std::filesystem::path> paths_;  // empty: synthetic
+  std::vector<std::filesystem::path> paths_;  // empty: synthetic or a table
+  std::shared_ptr<const TableRows> table_;    // data= a table
+  std::size_t image_column_ = 0;
   std::vector<std::int64_t> classes_;         // the synthetic rows' classes (their images' patterns)
   std::vector<std::vector<std::int64_t>> inputs_, labels_;
   std::string description_;

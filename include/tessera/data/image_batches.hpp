@@ -4,6 +4,9 @@
 //   data=DIR with DIR/labels.jsonl   one {"image": "images/0001.png", "label": 3} per line, paths relative to DIR
 //   data=DIR of class directories    DIR/<class>/<image>, classes numbered in sorted name order (torchvision's
 //                                    ImageFolder)
+//   data=a table                     a datasets directory or Parquet (data/table_source.hpp): image_column= (an
+//                                    Image feature: the file's bytes, decoded as Pillow does) and label_column= (an
+//                                    integer or ClassLabel column), in TableRows' order (shuffle_seed=)
 //   no data=                         a deterministic synthetic set: num_train_samples rows (512 when -1), each a
 //                                    class's fixed pattern plus noise, so that the loss can fall
 // Images are PNG or JPEG, made RGB, resized to image_size when their size differs (ImageSpec::resample, with
@@ -25,6 +28,8 @@
 #include "tessera/models/family_parts.hpp"
 
 namespace tessera::data {
+
+struct TableRows;
 
 class ImageBatches {
  public:
@@ -48,7 +53,9 @@ class ImageBatches {
   models::ImageSpec spec_;
   std::int64_t batch_size_;
   std::uint64_t seed_;
-  std::vector<std::filesystem::path> paths_;  // empty: synthetic
+  std::vector<std::filesystem::path> paths_;  // empty: synthetic or a table
+  std::shared_ptr<const TableRows> table_;    // data= a table
+  std::size_t image_column_ = 0;
   std::vector<std::int64_t> labels_;
   std::string description_;
   std::unique_ptr<RowOrder> order_;

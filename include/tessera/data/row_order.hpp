@@ -7,8 +7,21 @@
 // micro-step, A = accumulate. Micro-batch c = s*A + m of optimizer step s is rows [p*G, (p+1)*G) with
 // p = c mod chunks_per_epoch, chunks_per_epoch = floor(R / G) (a last partial batch is dropped, as a DataLoader
 // with drop_last), scaled by limit_train_batches and floored, at least 1. Rank k takes rows k*B .. k*B+B-1 of it.
+//
+// data_order=dataloader instead orders each epoch as the labs' loaders do (data/lab_order.hpp), over the N usable
+// rows: micro-batch c is epoch e = c / chunks_per_epoch, position p = c mod chunks_per_epoch; on one rank its rows
+// are DataLoader(shuffle=True, generator seeded `seed`)'s epoch-e order [p*B, (p+1)*B), chunks_per_epoch =
+// floor(N / B); on W > 1 ranks rank k's are DistributedSampler(num_replicas=W, rank=k, shuffle=True, seed=seed)
+// after set_epoch(e), [p*B, (p+1)*B) of its ceil(N / W) indices, chunks_per_epoch = floor(ceil(N / W) / B). This
+// order depends on the world size, as the labs' does.
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/config/run_config.hpp"
 
 #include "tessera/data/batch_order.hpp"
 
@@ -19,7 +32,7 @@ class RowOrder {
   // ConfigError, naming `what` (e.g. "labels.jsonl in data/ (120 images)"), when one micro-step needs more rows than
   // there are, when no optimizer step fits an epoch, or for a bad num_train_samples / limit_train_batches.
   RowOrder(std::int64_t rows, BatchShape shape, std::int64_t num_train_samples, double limit_train_batches,
-           const std::string& what);
+           const std::string& what, DataOrder order = DataOrder::fixed, std::uint64_t seed = 0);
 
   std::int64_t rows_per_epoch() const { return chunks_per_epoch_ * shape_.world_size * shape_.batch_size; }
   std::int64_t steps_per_epoch() const { return chunks_per_epoch_ / shape_.accumulate; }
@@ -31,6 +44,12 @@ class RowOrder {
  private:
   BatchShape shape_;
   std::int64_t chunks_per_epoch_ = 0;
+  DataOrder order_ = DataOrder::fixed;
+  std::uint64_t seed_ = 0;
+  std::int64_t usable_ = 0;
+  // dataloader order: (epoch, rank) -> that epoch's indices for that rank, the last few computed.
+  mutable std::mutex mutex_;
+  mutable std::map<std::pair<std::int64_t, std::int64_t>, std::vector<std::int64_t>> epochs_;
 };
 
 }  // namespace tessera::data

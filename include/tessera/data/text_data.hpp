@@ -17,6 +17,8 @@
 
 namespace tessera::data {
 
+struct TableRows;
+
 enum class TextKind { documents, instructions };
 
 struct TextRows {
@@ -49,6 +51,12 @@ std::string alpaca_prompt(std::string_view instruction, std::string_view input);
 // key, an empty text or output, a record of the other kind, no records at all, or a token id above 65535 (tokens are
 // kept as uint16). On a terminal, a progress bar on stderr.
 TextRows read_text_rows(const std::filesystem::path& file, const text::Tokenizer& tokenizer);
+
+// The same from a table (data/table_rows.hpp, in its order): instructions when it has "instruction" and "output"
+// string columns ("input" optional: an Alpaca data set, Alpaca2k's), else documents of `text_column`. Errors name
+// the table's file, row and column.
+TextRows read_table_text_rows(const TableRows& table, const std::string& text_column,
+                              const text::Tokenizer& tokenizer);
 
 // The cache file load_text_rows uses for `file` and `tokenizer`: "<file>.<kind>-<8 hex digits of its
 // fingerprint>.tokens" beside it.

@@ -1,6 +1,8 @@
 #pragma once
 // defines: tessera::data::TokenBatches, the data of the causal language models (families whose Batch is
-// models::TokenBatch): data= token file, text (data/text_data.hpp) or the synthetic stream. A token stream (a token
+// models::TokenBatch): data= token file, text (data/text_data.hpp), a table's text or Alpaca columns
+// (data/table_source.hpp, read_table_text_rows: a datasets directory, load_dataset's cache of Alpaca2k, Parquet) or
+// the synthetic stream. A token stream (a token
 // file, packed documents, synthetic) is read in BatchOrder's rank-independent row order; instruction records are
 // one row each, in RowOrder's, cut or padded to seq_len as litgpt's SFT data: inputs padded with 0, targets -100
 // (ignored by the loss) on padding and, with mask_prompt, on the prompt.
