@@ -24,12 +24,15 @@ mkdir -p "$CONAN_HOME"
 rm -rf "$work/test_package"
 cp -r "$source/test_package" "$work/test_package"
 # --no-remote: everything comes from the recipe, the system and TORCH_PYTHON's environment. The detected profile
-# says C++17 (the compiler's default); tessera is C++20.
+# says C++17 (the compiler's default); tessera is C++20. ccache's base_dir is the checkout (CONAN_HOME lies inside
+# it, and so does the .venv): the package's compilations are then named by paths relative to their build folder, the
+# same in every clone, and a machine that ran this before hits them.
 set +e
 "$conan" create "$source" --no-remote --test-folder "$work/test_package" \
   -s compiler.cppstd=20 \
   -c user.tessera:torch_python="$python" \
-  -c tools.cmake.cmaketoolchain:generator="$generator" >"$work/create.log" 2>&1
+  -c tools.cmake.cmaketoolchain:generator="$generator" \
+  -c "tools.cmake.cmaketoolchain:extra_variables={'TESSERA_CCACHE_BASEDIR': '$source'}" >"$work/create.log" 2>&1
 status=$?
 set -e
 if [ "$status" -ne 0 ]; then

@@ -9,13 +9,18 @@
 using namespace tessera;
 using namespace tessera::testing;
 
+// 4 ranks against 1 in fp32 after 3 AdamW steps: below 1e-5 (relative norm) on AVX-512 kernels, up to 1.77e-5
+// (unit 0, the embedding the head shares) on AVX2 kernels (ATEN_CPU_CAPABILITY=avx2), whose sums round in another
+// order. A sharding error is orders of magnitude larger.
+constexpr double kTol = 3e-5;
+
 TEST_CASE("Opt: Ddp, Zero1, ShardGradOp and FullShard equal the 1-rank run (fp32)", "[sharding][opt]") {
   const RunConfig cfg = parity_run();
-  SECTION("Ddp") { check_against_reference<Experiment<models::Opt, Ddp>>(cfg, 1e-5); }
-  SECTION("Zero1") { check_against_reference<Experiment<models::Opt, Zero1>>(cfg, 1e-5); }
-  SECTION("ShardGradOp") { check_against_reference<Experiment<models::Opt, ShardGradOp>>(cfg, 1e-5); }
+  SECTION("Ddp") { check_against_reference<Experiment<models::Opt, Ddp>>(cfg, kTol); }
+  SECTION("Zero1") { check_against_reference<Experiment<models::Opt, Zero1>>(cfg, kTol); }
+  SECTION("ShardGradOp") { check_against_reference<Experiment<models::Opt, ShardGradOp>>(cfg, kTol); }
   SECTION("FullShard: the tied head gathers the embedding unit") {
-    check_against_reference<Experiment<models::Opt, FullShard>>(cfg, 1e-5);
+    check_against_reference<Experiment<models::Opt, FullShard>>(cfg, kTol);
   }
 }
 
@@ -23,11 +28,11 @@ TEST_CASE("Opt: HybridShard equals the 1-rank run (fp32)", "[sharding][opt][hsdp
   // Groups of 2 at 4 ranks (gradients cross groups), one group at 2 ranks, a group of one at 1.
   RunConfig cfg = parity_run();
   cfg.shard_group_size = std::min(2, world_size());
-  check_against_reference<Experiment<models::Opt, HybridShard>>(cfg, 1e-5);
+  check_against_reference<Experiment<models::Opt, HybridShard>>(cfg, kTol);
 }
 
 TEST_CASE("Opt: FullShard with every block checkpointed", "[sharding][opt][checkpoint]") {
-  check_against_reference<Experiment<models::Opt, FullShard, CheckpointEveryBlock>>(parity_run(), 1e-5);
+  check_against_reference<Experiment<models::Opt, FullShard, CheckpointEveryBlock>>(parity_run(), kTol);
 }
 
 TEST_CASE("Opt: FullShard in bf16-mixed", "[sharding][opt][bf16]") {
@@ -38,7 +43,7 @@ TEST_CASE("Opt: FullShard in bf16-mixed", "[sharding][opt][bf16]") {
 
 TEST_CASE("Opt: ShardGradOp with OffloadOptimizer equals the 1-rank run", "[sharding][opt][offload]") {
   // The reference drops the offload too (parity.hpp), so this checks the host AdamW and the copies as well.
-  check_against_reference<Experiment<models::Opt, ShardGradOp, OffloadOptimizer>>(parity_run(), 1e-5);
+  check_against_reference<Experiment<models::Opt, ShardGradOp, OffloadOptimizer>>(parity_run(), kTol);
 }
 
 TEST_CASE("Opt: Ddp with Lora on q_proj, v_proj", "[sharding][opt][lora]") {
@@ -56,5 +61,5 @@ TEST_CASE("Opt: FullShard without auto-wrap, OPTDecoderLayer blocks checkpointed
   RunConfig cfg = parity_run();
   cfg.wrap_blocks = "none";
   cfg.checkpoint_blocks = "OPTDecoderLayer";
-  check_against_reference<Experiment<models::Opt, FullShard, CheckpointEveryBlock>>(cfg, 1e-5);
+  check_against_reference<Experiment<models::Opt, FullShard, CheckpointEveryBlock>>(cfg, kTol);
 }
