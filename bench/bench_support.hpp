@@ -1,18 +1,39 @@
 #pragma once
-// defines: what the single-process benchmarks share: median(), the 134M Llama of their `small` size, and a
-// temporary directory removed with its contents at scope exit.
+// defines: what the single-process benchmarks share: median(), the 134M Llama of their `small` size,
+// step_config() (the run config their timed steps start from) and a temporary directory removed with its contents at
+// scope exit.
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
+#include <thread>
 #include <vector>
 
+#include "tessera/config/run_config.hpp"
 #include "tessera/models/llama_config.hpp"
 
 namespace bench {
+
+// The command line's keys over device=cpu, then hf_step.py's LR and WEIGHT_DECAY, `steps` timed steps after one
+// warm-up, and threads= resolved (0: the machine's cores), so that both sides are told the same number.
+inline tessera::RunConfig step_config(std::span<const std::string_view> args, std::int64_t steps) {
+  tessera::RunConfig base = tessera::parse_args(args, [] {
+    tessera::RunConfig d;
+    d.device = "cpu";
+    return d;
+  }());
+  base.lr = 1e-4;
+  base.weight_decay = 0.01;
+  base.max_steps = steps + 1;
+  if (base.threads <= 0) base.threads = static_cast<std::int64_t>(std::thread::hardware_concurrency());
+  return base;
+}
 
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -155,19 +155,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    tessera::RunConfig base = tessera::parse_args(std::span<const std::string_view>(args), [] {
-      tessera::RunConfig d;
-      d.device = "cpu";
-      return d;
-    }());
-    base.lr = 1e-4;  // hf_step.py's LR and WEIGHT_DECAY
-    base.weight_decay = 0.01;
-    base.max_steps = steps + 1;
+    tessera::RunConfig base = bench::step_config(std::span<const std::string_view>(args), steps);
     base.memory_every = 1000000;  // the steps' own time: no snapshots past step 1 (both sides print none)
     base.predict = false;
-    const auto threads =
-        base.threads > 0 ? base.threads : static_cast<std::int64_t>(std::thread::hardware_concurrency());
-    base.threads = threads;
+    const std::int64_t threads = base.threads;
     const tessera::ops::CpuLowpSupport bf16 = tessera::ops::cpu_lowp_support(at::kBFloat16);
     const char* onednn = std::getenv("ONEDNN_MAX_CPU_ISA");
     std::printf("cpu: %s\nLibTorch kernels: ATen %s, ONEDNN_MAX_CPU_ISA=%s; cpu_lowp=auto for bf16: %s (%s)\n",

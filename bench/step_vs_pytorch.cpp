@@ -95,17 +95,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    tessera::RunConfig base = tessera::parse_args(std::span<const std::string_view>(args), [] {
-      tessera::RunConfig d;
-      d.device = "cpu";
-      return d;
-    }());
-    base.lr = 1e-4;  // hf_step.py's LR and WEIGHT_DECAY
-    base.weight_decay = 0.01;
-    base.max_steps = steps + 1;
-    const auto threads =
-        base.threads > 0 ? base.threads : static_cast<std::int64_t>(std::thread::hardware_concurrency());
-    base.threads = threads;
+    tessera::RunConfig base = bench::step_config(std::span<const std::string_view>(args), steps);
+    const std::int64_t threads = base.threads;
     const std::string shape = " --rows " + std::to_string(base.batch_size) + " --seq-len " +
                               std::to_string(base.seq_len) + " --threads " + std::to_string(threads) + " --steps " +
                               std::to_string(steps) + " --warmup 1";
