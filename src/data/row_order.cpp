@@ -79,11 +79,15 @@ std::int64_t RowOrder::row(std::int64_t step, std::int64_t micro, std::int64_t r
   auto it = epochs_.find({epoch, rank});
   if (it == epochs_.end()) {
     if (epochs_.size() >= 4) epochs_.erase(epochs_.begin());  // the run moves forward: the oldest epoch goes
-    std::vector<std::int64_t> rows =
-        shape_.world_size == 1
-            ? dataloader_epoch_order(usable_, seed_, epoch, shape_.batch_size, /*drop_last=*/false)
-            : distributed_sampler_indices(usable_, shape_.world_size, rank, seed_, epoch, /*shuffle=*/true,
-                                          /*drop_last=*/false);
+    std::vector<std::int64_t> rows;
+    if (shape_.world_size == 1) {
+      if (!loader_ || loader_->epochs_done() > epoch) loader_.emplace(usable_, seed_, shape_.batch_size, false);
+      while (loader_->epochs_done() < epoch) loader_->next_epoch();
+      rows = loader_->next_epoch();
+    } else {
+      rows = distributed_sampler_indices(usable_, shape_.world_size, rank, seed_, epoch, /*shuffle=*/true,
+                                         /*drop_last=*/false);
+    }
     it = epochs_.emplace(std::make_pair(epoch, rank), std::move(rows)).first;
   }
   return it->second[static_cast<std::size_t>(p * shape_.batch_size + i)];

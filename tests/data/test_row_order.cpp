@@ -79,6 +79,11 @@ TEST_CASE("RowOrder: data_order=dataloader reads each epoch as the seeded DataLo
     for (std::int64_t s = 0; s < 3; ++s)
       for (std::int64_t i = 0; i < 3; ++i) CHECK(one.row(epoch * 3 + s, 0, 0, i) == want[s * 3 + i]);
   }
+  // Later epochs, then epoch 0 again once it has left the cache: the DataLoader's generator restarts.
+  for (std::int64_t epoch = 3; epoch < 7; ++epoch) (void)one.row(epoch * 3, 0, 0, 0);
+  const auto first = tessera::data::dataloader_epoch_order(10, 7, 0, 3, false);
+  for (std::int64_t i = 0; i < 3; ++i) CHECK(one.row(0, 0, 0, i) == first[i]);
+  CHECK(one.row(6 * 3, 0, 0, 1) == tessera::data::dataloader_epoch_order(10, 7, 6, 3, false)[1]);
   // Another seed, another order; the fixed order is the rows in turn.
   const RowOrder other(23, BatchShape{1, 3, 2, 1}, 10, 1.0, "rows", DataOrder::dataloader, 8);
   bool differs = false;

@@ -17,11 +17,13 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "tessera/config/run_config.hpp"
+#include "tessera/data/lab_order.hpp"
 
 #include "tessera/data/batch_order.hpp"
 
@@ -47,9 +49,11 @@ class RowOrder {
   DataOrder order_ = DataOrder::fixed;
   std::uint64_t seed_ = 0;
   std::int64_t usable_ = 0;
-  // dataloader order: (epoch, rank) -> that epoch's indices for that rank, the last few computed.
+  // dataloader order: (epoch, rank) -> that epoch's indices for that rank, the last few computed; on one rank the
+  // DataLoader's generator, advanced epoch by epoch (restarted only when an earlier epoch is asked for).
   mutable std::mutex mutex_;
   mutable std::map<std::pair<std::int64_t, std::int64_t>, std::vector<std::int64_t>> epochs_;
+  mutable std::optional<TorchShuffledEpochs> loader_;
 };
 
 }  // namespace tessera::data
