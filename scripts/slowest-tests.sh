@@ -9,4 +9,4 @@ echo "the $n slowest tests of the last ctest run ($log):"
 awk '/^[0-9]+\/[0-9]+ Testing: / { name = substr($0, index($0, "Testing: ") + 9) }
      /^Test time = / { time = $4 }
      /^Test (Passed|Failed)/ { sub(/\.$/, "", $2); printf "%9.2f s  %-6s  %s\n", time, $2, name }' "$log" |
-  sort -rn | head -n "$n"
+  sort -rn | awk -v n="$n" 'NR <= n'  # awk reads to the end: head would close the pipe on sort (SIGPIPE, pipefail)
