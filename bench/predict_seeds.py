@@ -24,7 +24,7 @@ ROWS = [
     ("002", "seed002-sgd", 1, "", "fits"),
     ("002", "seed002-adam8bit", 1, "", "fits"),
     ("002", "seed002-act-ckpt", 1, "", "fits"),
-    ("002", "seed002-cpu-offload", 2, "", "fits (optimizer in host memory)"),
+    ("002", "seed002-cpu-offload", 1, "", "fits (optimizer in host memory)"),
     ("002", "seed002-lora", 1, "", "fits"),
     ("002", "seed002-qlora", 1, "", "fits"),
     ("001", "seed001-llama7b-1gpu", 1, "", "fits, close to 80 GB"),

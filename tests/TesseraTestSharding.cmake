@@ -47,3 +47,77 @@ if(TESSERA_BUILD_EXAMPLES AND TESSERA_PYTHON)
       ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" LABELS "sharding;cli" TIMEOUT 300)
   endforeach()
 endif()
+
+# The memory lines a lab prints, when asked: every rank's line (memory_ranks=all, seed 001) and every micro-step's
+# phases (memory_micro=all, seed 002); by default neither (one line of maxima, micro-step 0 only).
+if(TESSERA_BUILD_EXAMPLES)
+  add_test(NAME sharding.cli.memory_lines
+    COMMAND bash -c
+    "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; cd $d
+     run() { ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe $<TARGET_FILE:llama-ddp-fp32> model=tiny seq_len=16 batch_size=1 accumulate_grad_batches=2 max_steps=1 threads=1 \"$@\"; }
+     run > plain.txt; run memory_ranks=all memory_micro=all > all.txt
+     grep -q 'step 0 micro 1 \\[before_fwd\\]' all.txt; grep -q 'step 0 micro 0 rank 1 \\[after_bwd\\]' all.txt
+     grep -q 'step 0 micro 1 rank 0 \\[after_fwd\\]' all.txt
+     ! grep -q 'micro 1 \\[before_fwd\\]' plain.txt; ! grep -q ' rank 1 \\[' plain.txt
+     grep -q 'step 0 micro 0 \\[after_bwd\\]' plain.txt")
+  set_tests_properties(sharding.cli.memory_lines PROPERTIES
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" LABELS "sharding;cli" TIMEOUT 120)
+endif()
+
+# DDP holds what one rank holds: gradients are views of the buckets, reduced in their own dtype (reduce_dtype=param,
+# as torch DDP), so seed 001's 7B DDP step predicts the one-GPU step's peak (at most one 25 MiB bucket more), where
+# reduce_dtype=fp32 under bf16-true costs a copy of at most two buckets (more than one bucket, less than 2 GiB).
+if(TARGET seed001-llama7b-ddp AND TARGET seed001-llama7b-1gpu)
+  add_test(NAME sharding.ddp_memory_is_one_rank
+    COMMAND bash -c
+    "set -e; peak() { \"$@\" --dry-run device=cuda device_memory=80GiB 2>&1 | sed -n 's/^  peak \\([0-9.]*\\) GiB.*/\\1/p' | head -1; }
+     one=$(peak $<TARGET_FILE:seed001-llama7b-1gpu>); ddp=$(peak $<TARGET_FILE:seed001-llama7b-ddp> devices=4)
+     fp32=$(peak $<TARGET_FILE:seed001-llama7b-ddp> devices=4 reduce_dtype=fp32)
+     echo \"one rank $one GiB, DDP of 4 $ddp GiB, DDP reduce_dtype=fp32 $fp32 GiB\"
+     awk -v a=$one -v b=$ddp -v c=$fp32 'BEGIN { exit !(a > 0 && b <= a + 25/1024 && c > a + 25/1024 && c < a + 2) }'")
+  set_tests_properties(sharding.ddp_memory_is_one_rank PROPERTIES LABELS "sharding;predict" TIMEOUT 60)
+endif()
+
+# optimizer_in_backward=true updates each unit during backward and frees its gradient: the same numbers as the
+# update after backward (losses and saved weights bit for bit), under one rank and under each sharding policy at 2
+# ranks (where the gradient becomes final at another place: at once, after the bucket all-reduce, after the
+# reduce-scatter, after the replica all-reduce); fp16 loss scaling refuses it.
+if(TESSERA_BUILD_EXAMPLES AND TESSERA_PYTHON)
+  set(_in_backward_runs "")
+  foreach(example llama-fp32 llama-bf16true)
+    string(APPEND _in_backward_runs
+      "$<TARGET_FILE:${example}> model_dir=m ${_run_args} batch_size=4 metrics=a.jsonl save_dir=a >/dev/null
+       $<TARGET_FILE:${example}> model_dir=m ${_run_args} batch_size=4 optimizer_in_backward=true metrics=b.jsonl save_dir=b >/dev/null
+       ${TESSERA_PYTHON} ${_compare} a.jsonl a b.jsonl b 0; rm -rf a b a.jsonl b.jsonl\n")
+  endforeach()
+  foreach(example llama-ddp-fp32 llama-zero1-fp32 llama-zero2-fp32 llama-fsdp-fp32 llama-hsdp-fp32)
+    set(_np2 "${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe $<TARGET_FILE:${example}> model_dir=m ${_run_args} batch_size=2 shard_group_size=1")
+    string(APPEND _in_backward_runs
+      "${_np2} metrics=a.jsonl save_dir=a >/dev/null; ${_np2} optimizer_in_backward=true metrics=b.jsonl save_dir=b >/dev/null
+       ${TESSERA_PYTHON} ${_compare} a.jsonl a b.jsonl b 0; rm -rf a b a.jsonl b.jsonl\n")
+  endforeach()
+  add_test(NAME sharding.cli.optimizer_in_backward
+    COMMAND bash -c
+    "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; cd $d
+     $<TARGET_FILE:tessera_make_fixture> model m; $<TARGET_FILE:tessera_make_fixture> tokens t.bin 20000
+     ${_in_backward_runs}")
+  set_tests_properties(sharding.cli.optimizer_in_backward PROPERTIES
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" LABELS "sharding;cli" TIMEOUT 300)
+  add_test(NAME cli.optimizer_in_backward_loss_scaling
+    COMMAND bash "${CMAKE_CURRENT_SOURCE_DIR}/cli/expect.sh" 2
+            "optimizer_in_backward=true: this experiment's precision \\(16-mixed\\) scales the loss" ""
+            -- $<TARGET_FILE:llama-fp16mixed> max_steps=1 batch_size=2 seq_len=16 threads=1 optimizer_in_backward=true)
+  set_tests_properties(cli.optimizer_in_backward_loss_scaling PROPERTIES LABELS cli TIMEOUT 60)
+endif()
+
+# What it saves at full size: seed 001's one-GPU 7B step no longer peaks with every gradient alive (12.55 GiB) beside
+# the weights and AdamW's state, but at the end of forward: predicted at least 4 GiB under (50.96 -> 46.62 GiB).
+if(TARGET seed001-llama7b-1gpu)
+  add_test(NAME predict.optimizer_in_backward_memory
+    COMMAND bash -c
+    "set -e; peak() { \"$@\" --dry-run device=cuda device_memory=80GiB 2>&1 | sed -n 's/^  peak \\([0-9.]*\\) GiB.*/\\1/p' | head -1; }
+     after=$(peak $<TARGET_FILE:seed001-llama7b-1gpu>); during=$(peak $<TARGET_FILE:seed001-llama7b-1gpu> optimizer_in_backward=true)
+     echo \"update after backward $after GiB, during backward $during GiB\"
+     awk -v a=$after -v b=$during 'BEGIN { exit !(b > 0 && b < a - 4) }'")
+  set_tests_properties(predict.optimizer_in_backward_memory PROPERTIES LABELS predict TIMEOUT 60)
+endif()

@@ -18,8 +18,9 @@ endif()
 # The first batches and the step-1 loss from a datasets directory against the labs' pipeline
 # (tests/reference/check_lab_batches.py: datasets' shuffle and select, the model's image processor and tokenizer with
 # padding, truncation and max_length, transformers' loss): BLIP-2 over OPT on captioned JPEG and PNG images, with the
-# caption-only and the processor's targets and the DataLoader order; ViT on a DatasetDict with a ClassLabel column.
-if(TESSERA_WITH_ARROW AND TARGET blip2-opt-fp32 AND TARGET vit-fp32)
+# caption-only and the processor's targets and the DataLoader order; the same over Flan-T5 with its SentencePiece
+# tokenizer as the hub ships it (spiece.model); ViT on a DatasetDict with a ClassLabel column.
+if(TESSERA_WITH_ARROW AND TARGET blip2-opt-fp32 AND TARGET blip2-t5-fp32 AND TARGET vit-fp32)
   add_executable(batch_dump data/batch_dump.cpp)
   target_link_libraries(batch_dump PRIVATE tessera::tessera)
   target_include_directories(batch_dump PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
@@ -27,6 +28,8 @@ if(TESSERA_WITH_ARROW AND TARGET blip2-opt-fp32 AND TARGET vit-fp32)
   set(_check_lab_batches ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_lab_batches.py"
       $<TARGET_FILE:batch_dump>)
   add_test(NAME reference.lab_batches_blip2 COMMAND ${_check_lab_batches} $<TARGET_FILE:blip2-opt-fp32> --family blip2)
+  add_test(NAME reference.lab_batches_blip2_t5
+    COMMAND ${_check_lab_batches} $<TARGET_FILE:blip2-t5-fp32> --family blip2-t5)
   add_test(NAME reference.lab_batches_vit COMMAND ${_check_lab_batches} $<TARGET_FILE:vit-fp32> --family vit)
   add_test(NAME reference.lab_batches_negative_control
     COMMAND ${_check_lab_batches} $<TARGET_FILE:vit-fp32> --family vit --perturb --expect-mismatch)
@@ -37,7 +40,8 @@ if(TESSERA_WITH_ARROW AND TARGET blip2-opt-fp32 AND TARGET vit-fp32)
     COMMAND ${_check_lab_batches} $<TARGET_FILE:blip2-opt-fp32> --family bad)
   add_test(NAME reference.lab_batches_bad_tables_negative_control
     COMMAND ${_check_lab_batches} $<TARGET_FILE:blip2-opt-fp32> --family bad --perturb --expect-mismatch)
-  set_tests_properties(reference.lab_batches_blip2 reference.lab_batches_vit reference.lab_batches_negative_control
+  set_tests_properties(reference.lab_batches_blip2 reference.lab_batches_blip2_t5 reference.lab_batches_vit
+    reference.lab_batches_negative_control
     reference.lab_batches_bad_tables reference.lab_batches_bad_tables_negative_control
     PROPERTIES LABELS reference TIMEOUT 300)
 endif()

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "scratch_dir.hpp"
 #include "tessera/tessera.hpp"
 
 namespace tessera::testing {
@@ -105,14 +106,6 @@ inline double max_rel_diff(const at::Tensor& a, const at::Tensor& b) {
 inline double rel_norm_diff(const at::Tensor& a, const at::Tensor& b) {
   const at::Tensor da = a.detach().to(at::kDouble), db = b.detach().to(at::kDouble);
   return (da - db).norm().item<double>() / std::max(db.norm().item<double>(), 1e-300);
-}
-
-// An empty directory under the system temp dir, unique to this process and `tag`; the test removes it.
-inline std::filesystem::path fresh_dir(std::string_view tag) {
-  const auto dir = std::filesystem::temp_directory_path() / ("tessera-" + std::string(tag) + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
 }
 
 // Runs `child` in a forked process and returns its wait status; the child never returns into Catch.

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/core/new_file.hpp"
 #include "tessera/core/paths.hpp"
 #include "tessera/io/hub_cache.hpp"
 
@@ -82,14 +83,28 @@ void require_writable_parent(Problems& p, std::string_view key, std::string_view
   }
 }
 
-// The run's inputs an output must not replace or be written into.
+// The run's inputs an output must not replace or be written into: a file input (data=, tokenizer=) compared by
+// identity (resolved path, then device and inode: a hard link too), a directory input by containment, every spelling
+// resolved (./x, links, a not yet existing output by its parent's real path).
 void require_not_an_input(Problems& p, const RunConfig& cfg, std::string_view key, const std::string& output) {
   const std::filesystem::path out = resolved_path(output);
-  if (!cfg.data.empty() && out == resolved_path(cfg.data))
-    p.require(false, key, "is the data file of this run; it would be overwritten. Choose another path");
+  const auto same = [&](const std::string& input) {
+    return out == resolved_path(input) || same_file(output, input);
+  };
+  if (!cfg.data.empty() && !is_dir(cfg.data) && same(cfg.data))
+    p.require(false, key, "is the data file of this run (data=" + cfg.data + "); it would be overwritten. Choose "
+                          "another path");
+  if (!cfg.tokenizer.empty() && !is_dir(cfg.tokenizer) && same(cfg.tokenizer))
+    p.require(false, key, "is the tokenizer file of this run (tokenizer=" + cfg.tokenizer + "); it would be "
+                          "overwritten. Choose another path");
+  const std::string resume = cfg.resume == "auto" ? std::string() : cfg.resume;
   for (const auto& [input_key, input] : {std::pair<std::string_view, const std::string&>{"model_dir", cfg.model_dir},
-                                         std::pair<std::string_view, const std::string&>{"adapter", cfg.adapter}})
-    if (!input.empty() && is_within(out, input))
+                                         std::pair<std::string_view, const std::string&>{"adapter", cfg.adapter},
+                                         std::pair<std::string_view, const std::string&>{"data", cfg.data},
+                                         std::pair<std::string_view, const std::string&>{"tokenizer", cfg.tokenizer},
+                                         std::pair<std::string_view, const std::string&>{"resume", resume}})
+    if (!input.empty() && (input_key == "model_dir" || input_key == "adapter" || is_dir(input)) &&
+        is_within(out, input))
       p.require(false, key, "is inside " + std::string(input_key) + "=" + input +
                                 ", an input of this run; write outputs elsewhere");
 }
@@ -189,7 +204,8 @@ void check_checkpoint_keys(Problems& p, const RunConfig& cfg) {
 void check_outputs(Problems& p, const RunConfig& cfg) {
   check_output_file(p, cfg, "metrics", cfg.metrics, "run.jsonl");
   check_output_file(p, cfg, "trace", cfg.trace, "run.trace.json");
-  if (!cfg.metrics.empty() && !cfg.trace.empty() && resolved_path(cfg.metrics) == resolved_path(cfg.trace))
+  if (!cfg.metrics.empty() && !cfg.trace.empty() &&
+      (resolved_path(cfg.metrics) == resolved_path(cfg.trace) || same_file(cfg.metrics, cfg.trace)))
     p.require(false, "trace", "is also metrics=" + cfg.metrics + "; give the trace and the metrics different files");
   if (!cfg.save_dir.empty()) {
     const std::filesystem::path dir = normalized_path(cfg.save_dir);

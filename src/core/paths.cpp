@@ -16,7 +16,9 @@ fs::path normalized_path(const fs::path& path) {
 
 fs::path resolved_path(const fs::path& path) {
   std::error_code ec;
-  fs::path p = fs::weakly_canonical(path, ec);
+  // Absolute first: weakly_canonical leaves a relative path none of whose steps exists as it is ("x.jsonl"), while
+  // "./x.jsonl" resolves through ".", so the two once compared different.
+  fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
   if (ec) p = fs::absolute(path, ec);
   return normalized_path(ec ? path : p);
 }

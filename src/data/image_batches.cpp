@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <system_error>
 
@@ -31,9 +32,13 @@ void read_labels_jsonl(const fs::path& dir, std::int64_t num_labels, std::vector
     if (!j.contains("label") || !j.at("label").is_number_integer())
       throw ConfigError(where + ": \"label\" must be an integer class id, got " +
                         (j.contains("label") ? io::json_excerpt(j.at("label"), 40) : std::string("nothing")));
-    const auto label = j.at("label").get<std::int64_t>();
+    // An unsigned value beyond int64 (2^64-1) must not wrap to a negative id in the check or the message.
+    const nlohmann::json& value = j.at("label");
+    const bool huge = value.is_number_unsigned() &&
+                      value.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    const std::int64_t label = huge ? std::numeric_limits<std::int64_t>::max() : value.get<std::int64_t>();
     if (label < 0 || label >= num_labels)
-      throw ConfigError(where + ": label " + std::to_string(label) + " is not a class of the model, which has " +
+      throw ConfigError(where + ": label " + io::json_excerpt(value, 40) + " is not a class of the model, which has " +
                         std::to_string(num_labels) + " (ids 0 to " + std::to_string(num_labels - 1) + ")");
     paths.push_back(dir / j.at("image").get<std::string>());
     labels.push_back(label);

@@ -3,7 +3,6 @@
 #include "tessera/data/table_source.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <iterator>
 #include <list>
 #include <mutex>
@@ -12,6 +11,7 @@
 #include <utility>
 
 #include "tessera/core/error.hpp"
+#include "tessera/io/input_file.hpp"
 #include "tessera/io/json_file.hpp"
 
 #ifdef TESSERA_WITH_ARROW
@@ -503,10 +503,10 @@ std::vector<std::uint8_t> TableSource::image_bytes(std::int64_t row, std::size_t
   if (path.empty()) throw FormatError(where(row, column) + " holds neither the image's bytes nor its path");
   fs::path file(path);
   if (file.is_relative()) file = impl_->files.root / file;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    throw FormatError(where(row, column) + " names the image " + file.string() +
-                      ", which cannot be read; save the data set with its images embedded, or put the file there");
+  io::InputFile in(file);  // a FIFO or device refused, without blocking
+  if (!in.is_open()) {
+    throw FormatError(where(row, column) + " names the image " + file.string() + ", which cannot be read (" +
+                      in.problem() + "); save the data set with its images embedded, or put the file there");
   }
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }

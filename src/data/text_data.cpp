@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -20,9 +22,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tessera/core/crc32c.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/new_file.hpp"
 #include "tessera/core/partial_files.hpp"
 #include "tessera/data/table_rows.hpp"
+#include "tessera/io/input_file.hpp"
 #include "tessera/io/json_file.hpp"
 #include "tessera/report/console.hpp"
 
@@ -39,7 +44,8 @@ constexpr std::string_view kEitherShape =
     "each record is {\"text\": \"...\"} (documents) or {\"instruction\": \"...\", \"input\": \"...\", \"output\": "
     "\"...\"} (Alpaca-style instructions)";
 
-constexpr std::string_view kCacheMagic = "tessera-token-cache 1\n";
+// 2: the header's last line is "crc32c", the CRC-32C of the header before it and of the body.
+constexpr std::string_view kCacheMagic = "tessera-token-cache 2\n";
 constexpr std::size_t kCacheHeaderBytes = 4096;
 
 // One record of the file, before tokenization.
@@ -72,8 +78,8 @@ std::vector<Record> read_records(const fs::path& file, TextKind& kind) {
   const std::string ext = file.extension().string();
   if (ext == ".txt") {
     kind = TextKind::documents;
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw ConfigError(file.string() + ": cannot read it");
+    io::InputFile in(file);  // checked again on the descriptor: a FIFO put in its place since does not block
+    if (!in.is_open()) throw ConfigError("data=" + file.string() + ": " + in.problem());
     std::string line;
     std::int64_t n = 0;
     while (std::getline(in, line)) {
@@ -213,6 +219,7 @@ SourceId source_id(const fs::path& file) {
   return id;
 }
 
+// The header's text but for its last line, "crc32c <8 hex digits>\n", which write_cache appends.
 std::string cache_header(const SourceId& src, const text::Tokenizer& tok, const TextRows& rows) {
   std::ostringstream h;
   h << kCacheMagic << "tokenizer " << tok.fingerprint() << "\n"
@@ -224,6 +231,19 @@ std::string cache_header(const SourceId& src, const text::Tokenizer& tok, const 
     << "rows " << rows.rows() << "\n"
     << "tokens " << rows.tokens.size() << "\n";
   return h.str();
+}
+
+// The body's three arrays as bytes: row ends (uint64, the first row's start 0 is implied), prompt lengths (uint32),
+// tokens (uint16).
+std::array<std::span<const std::byte>, 3> cache_body(const TextRows& rows) {
+  return {std::as_bytes(std::span(rows.starts).subspan(1)), std::as_bytes(std::span(rows.prompt_lengths)),
+          std::as_bytes(std::span(rows.tokens))};
+}
+
+std::uint32_t cache_crc(std::string_view header_before_crc, const TextRows& rows) {
+  std::uint32_t crc = crc32c(header_before_crc);
+  for (const auto& bytes : cache_body(rows)) crc = crc32c(bytes, crc);
+  return crc;
 }
 
 // The header's "key value" lines.
@@ -238,8 +258,8 @@ std::optional<std::string> header_value(std::string_view header, std::string_vie
 
 // The cache's rows when its header names this source and tokenizer; nullopt when it is absent or names others.
 std::optional<TextRows> read_cache(const fs::path& cache, const SourceId& src, const text::Tokenizer& tok) {
-  std::ifstream in(cache, std::ios::binary);
-  if (!in) return std::nullopt;
+  io::InputFile in(cache);  // a FIFO or device in its place is no cache (and does not block)
+  if (!in.is_open()) return std::nullopt;
   std::string header(kCacheHeaderBytes, '\0');
   if (!in.read(header.data(), static_cast<std::streamsize>(header.size()))) return std::nullopt;
   if (header.rfind(kCacheMagic, 0) != 0) return std::nullopt;
@@ -263,11 +283,23 @@ std::optional<TextRows> read_cache(const fs::path& cache, const SourceId& src, c
   } catch (const std::exception&) {
     throw damaged("rows or tokens");
   }
+  // Rows and tokens bounded by the body's bytes before anything is multiplied or allocated: 12 bytes per row, 2 per
+  // token (a header claiming 2^62 rows once wrapped the size check around to pass, then asked for 2^62 rows).
   std::error_code ec;
-  const auto size = fs::file_size(cache, ec);
-  if (n_rows < 1 || n_tokens < 0 ||
-      size != kCacheHeaderBytes + static_cast<std::uintmax_t>(n_rows) * 12 + static_cast<std::uintmax_t>(n_tokens) * 2)
-    throw damaged("its size disagrees with its header");
+  const std::uintmax_t size = fs::file_size(cache, ec);
+  const std::uintmax_t body = ec || size < kCacheHeaderBytes ? 0 : size - kCacheHeaderBytes;
+  if (n_rows < 1 || n_tokens < 0 || static_cast<std::uintmax_t>(n_rows) > body / 12 ||
+      static_cast<std::uintmax_t>(n_tokens) > body / 2 ||
+      static_cast<std::uintmax_t>(n_rows) * 12 + static_cast<std::uintmax_t>(n_tokens) * 2 != body)
+    throw damaged("its header says " + std::to_string(n_rows) + " rows and " + std::to_string(n_tokens) +
+                  " tokens, and its body holds " + std::to_string(body) + " bytes, 12 per row and 2 per token");
+  // The last line: "crc32c <8 hex digits>\n", covering the lines before it and the body.
+  const std::size_t crc_line = header.rfind("\ncrc32c ");
+  const std::string_view crc_text =
+      crc_line == std::string::npos ? std::string_view() : std::string_view(header).substr(crc_line + 8);
+  const std::optional<std::uint32_t> crc =
+      crc_text.size() == 9 && crc_text.back() == '\n' ? parse_crc32c(crc_text.substr(0, 8)) : std::nullopt;
+  if (!crc) throw damaged("its header does not end with its \"crc32c\" line");
   rows.starts.resize(static_cast<std::size_t>(n_rows) + 1);
   rows.prompt_lengths.resize(static_cast<std::size_t>(n_rows));
   rows.tokens.resize(static_cast<std::size_t>(n_tokens));
@@ -275,6 +307,9 @@ std::optional<TextRows> read_cache(const fs::path& cache, const SourceId& src, c
   in.read(reinterpret_cast<char*>(rows.prompt_lengths.data()), static_cast<std::streamsize>(n_rows * 4));
   in.read(reinterpret_cast<char*>(rows.tokens.data()), static_cast<std::streamsize>(n_tokens * 2));
   if (!in) throw damaged("cut short");
+  if (const std::uint32_t actual = cache_crc(std::string_view(header).substr(0, crc_line + 1), rows); actual != *crc)
+    throw damaged("its CRC-32C is " + crc32c_hex(actual) + " and its header says " + crc32c_hex(*crc) +
+                  ": a byte changed since it was written");
   for (std::size_t i = 1; i < rows.starts.size(); ++i)
     if (rows.starts[i] < rows.starts[i - 1] || rows.prompt_lengths[i - 1] > rows.starts[i] - rows.starts[i - 1])
       throw damaged("row " + std::to_string(i - 1));
@@ -284,21 +319,26 @@ std::optional<TextRows> read_cache(const fs::path& cache, const SourceId& src, c
 
 void write_cache(const fs::path& cache, const SourceId& src, const text::Tokenizer& tok, const TextRows& rows) {
   std::string header = cache_header(src, tok, rows);
+  header += "crc32c " + crc32c_hex(cache_crc(header, rows)) + "\n";
   if (header.size() > kCacheHeaderBytes) return;  // a path too long to record: no cache
   header.resize(kCacheHeaderBytes, '\0');
-  const fs::path partial = cache.string() + ".partial-" + std::to_string(getpid());
-  register_partial_file(partial);
+  // A device, FIFO or directory in the cache's place stays; created beside it under a name of its own, the file is
+  // never opened through a file or link already there (core/new_file.hpp).
+  if (!replace_problem(cache).empty()) return;
+  PartialFile created;
+  try {
+    created = create_partial_file(cache);
+  } catch (const Error&) {
+    return;  // an unwritable directory only costs the cache
+  }
+  const fs::path partial = created.path;
   bool ok = false;
   {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    if (out) {
+    std::ofstream out;
+    if (open_stream(out, created)) {
       out.write(header.data(), static_cast<std::streamsize>(header.size()));
-      out.write(reinterpret_cast<const char*>(rows.starts.data() + 1),
-                static_cast<std::streamsize>(rows.rows() * 8));
-      out.write(reinterpret_cast<const char*>(rows.prompt_lengths.data()),
-                static_cast<std::streamsize>(rows.rows() * 4));
-      out.write(reinterpret_cast<const char*>(rows.tokens.data()),
-                static_cast<std::streamsize>(rows.tokens.size() * 2));
+      for (const auto& bytes : cache_body(rows))
+        out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
       out.flush();
       ok = static_cast<bool>(out);
     }

@@ -9,8 +9,9 @@
 
 namespace tessera {
 
-MemoryProbe::MemoryProbe(std::int64_t memory_every, const Runtime& runtime, Reporter& reporter)
-    : every_(memory_every), runtime_(runtime), reporter_(reporter) {
+MemoryProbe::MemoryProbe(const RunConfig& cfg, const Runtime& runtime, Reporter& reporter)
+    : every_(cfg.memory_every), ranks_(cfg.memory_ranks), micro_(cfg.memory_micro), runtime_(runtime),
+      reporter_(reporter) {
   ops::take_widened_peak();
 }
 
@@ -20,7 +21,8 @@ void MemoryProbe::take(std::int64_t step, std::int64_t micro, memory::Phase phas
                                    runtime_.device.is_cpu());
   own.widened_peak = ops::take_widened_peak();
   own_.push_back(own);
-  const bool print_line = micro == 0 || phase == memory::Phase::after_optimizer_step;
+  const bool print_line =
+      micro == 0 || phase == memory::Phase::after_optimizer_step || micro_ == MemoryMicro::all;
   if (runtime_.world_size == 1) {
     reporter_.memory(own, print_line);
     return;
@@ -31,7 +33,7 @@ void MemoryProbe::take(std::int64_t step, std::int64_t micro, memory::Phase phas
   std::vector<memory::MemorySnapshot> ranks;
   for (std::size_t k = 0; k * record.size() < all.size(); ++k)
     ranks.push_back(memory::from_record(std::span<const std::int64_t>(all).subspan(k * record.size(), record.size())));
-  reporter_.memory_of_ranks(ranks, print_line);
+  reporter_.memory_of_ranks(ranks, print_line, ranks_ == MemoryRanks::all);
   job_.insert(job_.end(), ranks.begin(), ranks.end());
 }
 

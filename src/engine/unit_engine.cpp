@@ -11,6 +11,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/engine/storage.hpp"
+#include "tessera/engine/target.hpp"
 #include "tessera/report/timeline.hpp"
 
 namespace tessera {
@@ -103,11 +104,19 @@ UnitEngine::UnitEngine(ParamStore& store, ShardPlan plan, UnitComms comms, std::
   // Gradients in the stored dtype, except under parameter offload, where the CPU store is fp32 master: then in
   // the compute dtype (what a device store would have been).
   grad_dtype_ = store_.device() != plan_.device ? plan_.compute_dtype : store_.dtype();
+  // reduce_dtype=param (Undefined): the gradients' own dtype, except 16-bit gradients on the CPU, which
+  // MpiCommunicator adds in fp32 anyway (MPI has no 16-bit float type): there the buffers are fp32 from the start,
+  // where a 16-bit one would be staged into an fp32 copy by every collective.
+  const bool lowp = grad_dtype_ == at::kBFloat16 || grad_dtype_ == at::kHalf;
+  reduce_dtype_ = plan_.reduce_dtype != c10::ScalarType::Undefined                   ? plan_.reduce_dtype
+                  : lowp && kernel_target(anchor_) == c10::DeviceType::CPU ? c10::ScalarType::Float
+                                                                            : grad_dtype_;
   uses_left_ = uses_;
   states_.resize(calls_.size());
   full_grads_.resize(units);
   grad_slices_.resize(units);
   written_.assign(units, false);
+  released_.assign(units, false);
 
   if (plan_.stage == 3) {
     gathered_.resize(units);
@@ -338,7 +347,7 @@ void UnitEngine::write_grads(std::size_t u, std::span<const at::Tensor> grads) {
     Bucket& b = buckets_[bucket_of_[u]];
     if (!b.flat.defined()) allocate_bucket(b);
   } else if (!full_grads_[u].defined()) {
-    full_grads_[u] = at::empty({store_.padded_numel(u)}, at::TensorOptions().dtype(plan_.reduce_dtype).device(plan_.device));
+    full_grads_[u] = at::empty({store_.padded_numel(u)}, at::TensorOptions().dtype(reduce_dtype_).device(plan_.device));
     written_[u] = false;
   }
   const bool first = !written_[u];
@@ -387,14 +396,25 @@ void UnitEngine::unit_complete(std::size_t u) {
     }
     Bucket& b = buckets_[bucket_of_[u]];
     if (++b.complete < b.units.size()) return;
-    if (b.flat.scalar_type() != plan_.reduce_dtype) b.wire = b.flat.to(plan_.reduce_dtype);
+    if (b.flat.scalar_type() != reduce_dtype_) b.wire = b.flat.to(reduce_dtype_);
     const at::Tensor& wire = b.wire.defined() ? b.wire : b.flat;
     // The last bucket completes with backward itself: nothing is left to overlap it with, so it runs as a
     // blocking all-reduce (MPI's blocking algorithms beat its nonblocking ones on large buffers).
-    if (&b == &buckets_.back())
+    if (&b == &buckets_.back()) {
       comms_.world.all_reduce(wire, dist::ReduceOp::avg);
-    else
+      land_bucket(b);
+    } else {
       b.work = comms_.world.all_reduce_async(wire, dist::ReduceOp::avg);
+    }
+    // A copy in another dtype (reduce_dtype=fp32 under bf16 gradients) lives only while its bucket is reduced:
+    // at most two are in flight, so the copies cost two buckets, not a copy of every gradient.
+    if (b.wire.defined()) {
+      wires_.push_back(bucket_of_[u]);
+      while (wires_.size() > 2) {
+        land_bucket(buckets_[wires_.front()]);
+        wires_.pop_front();
+      }
+    }
     return;
   }
   at::Tensor full = std::move(full_grads_[u]);
@@ -410,6 +430,15 @@ void UnitEngine::unit_complete(std::size_t u) {
   // One reduce-scatter in flight at a time: the previous unit's full gradients are freed now, so at most
   // two units' full gradients ever exist.
   drain_scatters(1);
+}
+
+// A bucket's all-reduce done: its reduce-dtype copy (if any) back into the bucket, and freed.
+void UnitEngine::land_bucket(Bucket& b) {
+  b.work.wait();
+  b.work = dist::AnyWork();
+  if (!b.wire.defined()) return;
+  b.flat.copy_(b.wire);
+  b.wire = at::Tensor();
 }
 
 // A root unit's gradients wait for the rest of the root's: then all of them are reduced, as one FSDP unit's are.
@@ -449,6 +478,10 @@ void UnitEngine::finish_gradients() {
   at::NoGradGuard no_grad;
   if (plan_.stage <= 1) {
     for (Bucket& b : buckets_) {
+      if (std::all_of(b.units.begin(), b.units.end(), [&](std::size_t u) { return released_[u]; })) {
+        b.complete = 0;  // every unit's update ran in backward, and the bucket is freed
+        continue;
+      }
       if (!b.flat.defined()) allocate_bucket(b);
       for (std::size_t u : b.units)  // a unit the loss did not reach this step: zeros, as torch's reached ones
         if (!written_[u]) {
@@ -458,21 +491,19 @@ void UnitEngine::finish_gradients() {
       if (comms_.world.size() > 1) {
         if (b.complete != b.units.size())
           throw Error("UnitEngine: a gradient bucket was not complete at the end of backward");
-        b.work.wait();
-        b.work = dist::AnyWork();
-        if (b.wire.defined()) b.flat.copy_(b.wire);
-        b.wire = at::Tensor();
+        land_bucket(b);
         for (std::size_t u : b.units) grad_ready(u);
       }
       b.complete = 0;
     }
+    wires_.clear();
     return;
   }
   flush_root();
   drain_scatters(0);
   // A trainable unit the loss did not reach this step: a zero gradient, as torch gives a parameter it reached.
   for (std::size_t u = 0; u < store_.num_units(); ++u)
-    if (trainable_[u] && !grad_slices_[u].defined())
+    if (trainable_[u] && !grad_slices_[u].defined() && !released_[u])
       grad_slices_[u] = at::zeros({store_.shard_numel(u)}, at::TensorOptions().dtype(grad_dtype_).device(plan_.device));
   if (comms_.replica.size() > 1) {
     std::vector<at::Tensor> shards;
@@ -489,7 +520,17 @@ void UnitEngine::release_grads() {
   for (auto& g : full_grads_) g = at::Tensor();
   for (auto& g : grad_slices_) g = at::Tensor();
   written_.assign(written_.size(), false);
+  released_.assign(released_.size(), false);
   has_grads_ = false;
+}
+
+void UnitEngine::release_grad(std::size_t u) {
+  released_[u] = true;
+  grad_slices_[u] = at::Tensor();
+  if (plan_.stage > 1) return;
+  full_grads_[u] = at::Tensor();
+  Bucket& b = buckets_[bucket_of_[u]];
+  if (std::all_of(b.units.begin(), b.units.end(), [&](std::size_t v) { return released_[v]; })) b.flat = at::Tensor();
 }
 
 // ---------------------------------------------------------------- optimizer side
@@ -525,8 +566,10 @@ std::vector<at::Tensor> UnitEngine::full_params() {
 
 std::int64_t UnitEngine::grad_bytes() const {
   std::int64_t n = 0;
-  for (const Bucket& b : buckets_)
+  for (const Bucket& b : buckets_) {
     if (b.flat.defined()) n += static_cast<std::int64_t>(b.flat.nbytes());
+    if (b.wire.defined()) n += static_cast<std::int64_t>(b.wire.nbytes());
+  }
   if (plan_.stage >= 2) {
     for (const auto& g : grad_slices_)
       if (g.defined()) n += static_cast<std::int64_t>(g.nbytes());
@@ -535,6 +578,20 @@ std::int64_t UnitEngine::grad_bytes() const {
     for (const auto& s : scatters_) n += static_cast<std::int64_t>(s.full.nbytes() + s.out.nbytes());
   }
   return n;
+}
+
+std::int64_t UnitEngine::reduce_copy_bytes() const {
+  if (plan_.stage > 1 || reduce_dtype_ == grad_dtype_) return 0;
+  std::vector<std::int64_t> numel;
+  for (const Bucket& b : buckets_) {
+    std::int64_t n = 0;
+    for (std::size_t u : b.units) n += store_.padded_numel(u);
+    numel.push_back(n);
+  }
+  std::sort(numel.begin(), numel.end(), std::greater<>());
+  std::int64_t n = 0;
+  for (std::size_t k = 0; k < std::min<std::size_t>(2, numel.size()); ++k) n += numel[k];
+  return n * static_cast<std::int64_t>(element_bytes(reduce_dtype_));
 }
 
 std::int64_t UnitEngine::gathered_bytes() const {

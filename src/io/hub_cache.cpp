@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "tessera/core/error.hpp"
+#include "tessera/io/input_file.hpp"
 #include "tessera/io/json_file.hpp"
 
 namespace tessera::io {
@@ -247,8 +247,8 @@ struct Lookup {
 void check_tree_list(const Lookup& at, const std::string& storage, const std::string& commit,
                      const std::string& snapshot) {
   const std::string list = py_join(py_join(storage, "trees"), commit + ".json");
-  std::ifstream in(list, std::ios::binary);
-  if (!in || py_isdir(list)) return;
+  InputFile in(list);  // a FIFO or device is read as absent, without blocking
+  if (!in.is_open()) return;
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (text.starts_with("\xEF\xBB\xBF") || json_nesting_error(text)) return;  // json.load refuses a BOM
   const nlohmann::ordered_json data = nlohmann::ordered_json::parse(text, nullptr, false);
@@ -358,8 +358,9 @@ fs::path resolve_hub_snapshot(std::string_view repo_id, std::string_view revisio
   if (is_commit_hash(revision)) {
     commit = at.revision;
   } else if (py_exists(ref)) {
-    std::ifstream in(ref, std::ios::binary);
-    if (!in.is_open() || py_isdir(ref)) at.fail(ref + " exists but cannot be read as a file", "fetch it again");
+    InputFile in(ref);  // a FIFO or device refused, without blocking
+    if (!in.is_open())
+      at.fail(ref + " exists but cannot be read as a file (it " + in.problem() + ")", "fetch it again");
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     // open() in text mode: "\r\n" and "\r" read as "\n"; nothing is stripped, so a ref with a newline names no
     // snapshot, in Python too.

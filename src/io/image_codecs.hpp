@@ -18,7 +18,13 @@ void check_image_size(std::string_view what, std::int64_t width, std::int64_t he
 
 // The header. `prefix`: the bytes are the start of a longer file; then nullopt when they end inside the header (the
 // caller reads the rest and asks again), where otherwise the header is cut short (FormatError).
-std::optional<ImageInfo> probe_jpeg(std::span<const std::uint8_t> bytes, std::string_view what, bool prefix);
+// `total_bytes`: the size of the whole file, which a Huffman-coded JPEG's pixels are checked against: every 8x8 block
+// of its first component takes at least one bit (a Huffman code is never shorter), so P pixels need at least P / 512
+// bytes; a file of fewer cannot hold its image (once: a 1.5 KB JPEG claiming 13000x13000 pixels decoded from
+// made-up zeros, 1.3 GB, on every read).
+inline constexpr std::int64_t kMaxJpegPixelsPerByte = 512;
+std::optional<ImageInfo> probe_jpeg(std::span<const std::uint8_t> bytes, std::string_view what, bool prefix,
+                                    std::uint64_t total_bytes);
 std::optional<ImageInfo> probe_png(std::span<const std::uint8_t> bytes, std::string_view what, bool prefix);
 
 RgbImage decode_jpeg(std::span<const std::uint8_t> bytes, std::string_view what);

@@ -3,15 +3,12 @@
 #include "tessera/io/image_file.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <memory>
 #include <string>
-#include <system_error>
 
 #include "image_codecs.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/io/input_file.hpp"
 
 namespace tessera::io {
 namespace detail {
@@ -55,52 +52,55 @@ Kind kind_of(std::span<const std::uint8_t> bytes, std::string_view what) {
                               "; a PNG starts with 89 50 4e 47 0d 0a 1a 0a, a JPEG with ff d8 ff)");
 }
 
-std::optional<ImageInfo> probe_bytes(std::span<const std::uint8_t> bytes, std::string_view what, bool prefix) {
+// `total_bytes`: the whole file's size, of which `bytes` may be the start (`prefix`).
+std::optional<ImageInfo> probe_bytes(std::span<const std::uint8_t> bytes, std::string_view what, bool prefix,
+                                     std::uint64_t total_bytes) {
   if (prefix && bytes.size() < 8) return std::nullopt;
   return kind_of(bytes, what) == Kind::png ? detail::probe_png(bytes, what, prefix)
-                                           : detail::probe_jpeg(bytes, what, prefix);
+                                           : detail::probe_jpeg(bytes, what, prefix, total_bytes);
 }
 
-// Up to `limit` bytes of the file (all of it when limit is 0), and whether that is all of it.
-std::vector<std::uint8_t> read_file(const std::filesystem::path& path, std::size_t limit, bool& whole) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) detail::bad_image(path.string(), "no such image file");
-  if (!std::filesystem::is_regular_file(path, ec)) detail::bad_image(path.string(), "not a regular file");
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
-  if (!f) detail::bad_image(path.string(), std::string("cannot open: ") + std::strerror(errno));
+// Up to `limit` bytes of the file (all of it when limit is 0), whether that is all of it, and the file's size.
+std::vector<std::uint8_t> read_file(const std::filesystem::path& path, std::size_t limit, bool& whole,
+                                    std::uint64_t& file_bytes) {
+  InputFile in(path);  // a FIFO or device refused, without blocking
+  if (!in.is_open())
+    detail::bad_image(path.string(), in.problem() == "no such file" ? "no such image file" : in.problem());
+  file_bytes = static_cast<std::uint64_t>(in.size());
   std::vector<std::uint8_t> bytes;
-  if (limit == 0) bytes.reserve(static_cast<std::size_t>(std::filesystem::file_size(path, ec)) + 1);
+  if (limit == 0) bytes.reserve(static_cast<std::size_t>(in.size()) + 1);
   constexpr std::size_t kBlock = 1 << 16;
   for (;;) {
     const std::size_t want = limit ? limit - bytes.size() : kBlock;
     if (want == 0) break;
     const std::size_t old = bytes.size();
     bytes.resize(old + want);
-    const std::size_t got = std::fread(bytes.data() + old, 1, want, f.get());
+    in.read(reinterpret_cast<char*>(bytes.data() + old), static_cast<std::streamsize>(want));
+    const auto got = static_cast<std::size_t>(in.gcount());
     bytes.resize(old + got);
     if (got < want) {
-      if (std::ferror(f.get())) detail::bad_image(path.string(), std::string("cannot read: ") + std::strerror(errno));
       whole = true;
       return bytes;
     }
   }
-  whole = std::fgetc(f.get()) == EOF;
+  whole = in.peek() == std::char_traits<char>::eof();
   return bytes;
 }
 
 }  // namespace
 
 ImageInfo probe_image(std::span<const std::uint8_t> bytes, std::string_view what) {
-  return *probe_bytes(bytes, what, /*prefix=*/false);
+  return *probe_bytes(bytes, what, /*prefix=*/false, bytes.size());
 }
 
 ImageInfo probe_image(const std::filesystem::path& path) {
   // The header of a photo is a few KiB; EXIF thumbnails and ICC profiles can push a JPEG's past 64 KiB.
   bool whole = false;
-  const std::vector<std::uint8_t> head = read_file(path, 1 << 16, whole);
-  if (auto info = probe_bytes(head, path.string(), !whole)) return *info;
-  const std::vector<std::uint8_t> all = read_file(path, 0, whole);
-  return *probe_bytes(all, path.string(), /*prefix=*/false);
+  std::uint64_t file_bytes = 0;
+  const std::vector<std::uint8_t> head = read_file(path, 1 << 16, whole, file_bytes);
+  if (auto info = probe_bytes(head, path.string(), !whole, whole ? head.size() : file_bytes)) return *info;
+  const std::vector<std::uint8_t> all = read_file(path, 0, whole, file_bytes);
+  return *probe_bytes(all, path.string(), /*prefix=*/false, all.size());
 }
 
 RgbImage decode_image(std::span<const std::uint8_t> bytes, std::string_view what) {
@@ -109,7 +109,8 @@ RgbImage decode_image(std::span<const std::uint8_t> bytes, std::string_view what
 
 RgbImage read_image(const std::filesystem::path& path) {
   bool whole = false;
-  const std::vector<std::uint8_t> bytes = read_file(path, 0, whole);
+  std::uint64_t file_bytes = 0;
+  const std::vector<std::uint8_t> bytes = read_file(path, 0, whole, file_bytes);
   return decode_image(bytes, path.string());
 }
 

@@ -49,7 +49,9 @@ void no_output(j_common_ptr) {}
 
 class JpegReader {
  public:
-  JpegReader(std::span<const std::uint8_t> bytes, std::string_view what) : what_(what), size_(bytes.size()) {
+  // total_bytes: the whole file's size, of which `bytes` may be the start.
+  JpegReader(std::span<const std::uint8_t> bytes, std::string_view what, std::uint64_t total_bytes)
+      : what_(what), size_(bytes.size()), total_bytes_(total_bytes) {
     cinfo_.err = jpeg_std_error(&errors_.pub);
     errors_.pub.error_exit = on_error;
     errors_.pub.emit_message = on_message;
@@ -97,6 +99,14 @@ class JpegReader {
       bad_image(what_, "JPEG of " + std::to_string(n) + " components; Pillow reads 1 (gray), 3 (YCbCr or RGB) and 4 "
                        "(CMYK or YCCK)");
     check_image_size(what_, cinfo_.image_width, cinfo_.image_height);
+    // Arithmetic coding has no such floor (a bit may cost far less than one); Huffman coding, nearly every JPEG, has.
+    const std::int64_t pixels = std::int64_t{cinfo_.image_width} * cinfo_.image_height;
+    if (!cinfo_.arith_code && static_cast<std::uint64_t>(pixels) > kMaxJpegPixelsPerByte * total_bytes_)
+      bad_image(what_, "JPEG of " + std::to_string(cinfo_.image_width) + "x" + std::to_string(cinfo_.image_height) +
+                           " pixels in a file of " + std::to_string(total_bytes_) + " bytes, which cannot hold them (" +
+                           "each 8x8 block takes at least one bit, so at most " +
+                           std::to_string(kMaxJpegPixelsPerByte * total_bytes_) +
+                           " pixels); the file is cut short or its header is false");
     return true;
   }
 
@@ -110,6 +120,7 @@ class JpegReader {
  private:
   std::string_view what_;
   std::size_t size_;
+  std::uint64_t total_bytes_;
   JpegErrors errors_{};
   jpeg_decompress_struct cinfo_{};  // zeroed: jpeg_destroy_decompress is safe even if jpeg_create failed
 };
@@ -136,15 +147,16 @@ void cmyk_to_rgb(const JSAMPLE* in, std::uint8_t* out, JDIMENSION width) {
 
 }  // namespace
 
-std::optional<ImageInfo> probe_jpeg(std::span<const std::uint8_t> bytes, std::string_view what, bool prefix) {
-  JpegReader reader(bytes, what);
+std::optional<ImageInfo> probe_jpeg(std::span<const std::uint8_t> bytes, std::string_view what, bool prefix,
+                                    std::uint64_t total_bytes) {
+  JpegReader reader(bytes, what, total_bytes);
   if (!reader.read_header(prefix)) return std::nullopt;
   const jpeg_decompress_struct& c = reader.cinfo();
   return ImageInfo{c.image_width, c.image_height, c.num_components};
 }
 
 RgbImage decode_jpeg(std::span<const std::uint8_t> bytes, std::string_view what) {
-  JpegReader reader(bytes, what);
+  JpegReader reader(bytes, what, bytes.size());
   reader.read_header(/*prefix=*/false);
   jpeg_decompress_struct& c = reader.cinfo();
   const int n = c.num_components;

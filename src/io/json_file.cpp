@@ -8,10 +8,10 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 
 #include "tessera/core/error.hpp"
+#include "tessera/io/input_file.hpp"
 
 namespace tessera::io {
 namespace {
@@ -97,8 +97,8 @@ std::string json_type_phrase(const nlohmann::json& value) {
 
 void for_each_json_line(const std::filesystem::path& file, std::string_view line_shape,
                         const std::function<void(const std::string& where, const nlohmann::json& object)>& row) {
-  std::ifstream in(file);
-  if (!in) throw ConfigError(file.string() + ": cannot read it");
+  InputFile in(file);  // a FIFO or device refused, without blocking
+  if (!in.is_open()) throw ConfigError(file.string() + ": " + in.problem() + "; " + std::string(line_shape));
   std::string line;
   std::int64_t n = 0;
   while (std::getline(in, line)) {
@@ -115,8 +115,8 @@ void for_each_json_line(const std::filesystem::path& file, std::string_view line
 
 void for_each_json_array_object(const std::filesystem::path& file, std::string_view element_shape,
                                 const std::function<void(const std::string& where, const nlohmann::json& object)>& row) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ConfigError(file.string() + ": cannot read it");
+  InputFile in(file);
+  if (!in.is_open()) throw ConfigError(file.string() + ": " + in.problem() + "; " + std::string(element_shape));
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw ConfigError(file.string() + ": read error");
   std::int64_t line = 1;

@@ -4,6 +4,7 @@
 
 #include "tessera/engine/target.hpp"
 #include "tessera/models/stack_program.hpp"
+#include "tessera/ops/fused.hpp"
 
 #include <cmath>
 #include <limits>
@@ -13,16 +14,12 @@
 namespace tessera::models {
 namespace {
 
-// HF LlamaRMSNorm: normalise in fp32, cast back, then scale: weight * (x / rms(x)).to(dtype). On CUDA, LibTorch's
-// fused kernel does the first part in one pass (fp32 inside, one rounding to x's dtype, as HF's cast) and its
-// backward in another; it saves x and the fp32 1/rms per row where the op-by-op form saves an fp32 copy of x.
-// The weight stays outside, so the rounding is HF's on both devices.
+// HF LlamaRMSNorm: normalise in fp32, cast back, then scale: weight * (x / rms(x)).to(dtype), as one node that keeps
+// x and the fp32 1/rms per row (ops/fused.hpp). On CUDA, LibTorch's fused kernel does the first part in one pass
+// (fp32 inside, one rounding to x's dtype, as HF's cast) and its backward in another. The weight stays outside the
+// kernel, so the rounding is HF's on both devices.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  if (kernel_target(x) == c10::DeviceType::CUDA)
-    return weight * std::get<0>(at::_fused_rms_norm(x, {x.size(-1)}, std::nullopt, eps));
-  const at::Tensor h = x.to(at::kFloat);
-  const at::Tensor normed = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return weight * normed.to(x.scalar_type());
+  return ops::rms_norm(x, weight, eps, ops::RmsForm::llama, /*fused=*/kernel_target(x) == c10::DeviceType::CUDA);
 }
 
 // (..., D) -> cat(-x[..., D/2:], x[..., :D/2])
@@ -122,9 +119,9 @@ at::Tensor decoder_layer(const LlamaConfig& c, const Llama::Context& ctx, const 
                               .reshape({b, t, heads * d});
   const at::Tensor x1 = x + w.linear(0, 4, attn);
 
-  // SwiGLU MLP: down(silu(gate(h)) * up(h)).
+  // SwiGLU MLP: down(silu(gate(h)) * up(h)), the gate one node that keeps gate(h) and up(h) only.
   const at::Tensor h2 = rms_norm(x1, w[0][5], c.rms_norm_eps);
-  const at::Tensor mlp = w.linear(0, 8, at::silu(w.linear(0, 6, h2)) * w.linear(0, 7, h2));
+  const at::Tensor mlp = w.linear(0, 8, ops::gated(w.linear(0, 6, h2), w.linear(0, 7, h2), ops::GateAct::silu));
   return x1 + mlp;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tessera/core/error.hpp"
+#include "tessera/ops/fused.hpp"
 
 namespace tessera::models {
 namespace {
@@ -48,12 +49,10 @@ double lowest(c10::ScalarType dtype) {
   }
 }
 
-// T5LayerNorm: x / sqrt(mean(x^2) + eps), the mean in fp32, back to the weight's dtype when it is 16-bit, times it.
+// T5LayerNorm: x / sqrt(mean(x^2) + eps), the mean in fp32, back to the weight's dtype when it is 16-bit, times it;
+// one node that keeps x and the fp32 1/rms per row (ops/fused.hpp).
 at::Tensor rms_norm(const T5Config& c, const at::Tensor& x, const at::Tensor& weight) {
-  const at::Tensor variance = x.to(at::kFloat).pow(2).mean(-1, /*keepdim=*/true);
-  at::Tensor h = x * at::rsqrt(variance + c.layer_norm_epsilon);
-  if (weight.scalar_type() == at::kHalf || weight.scalar_type() == at::kBFloat16) h = h.to(weight.scalar_type());
-  return weight * h;
+  return ops::rms_norm(x, weight, c.layer_norm_epsilon, ops::RmsForm::t5);
 }
 
 // transformers clamps fp16 hidden states after each sub-layer, a little below the largest finite value when any
@@ -85,10 +84,12 @@ at::Tensor attention(const T5Config& c, const CallWeights& w, std::size_t first,
   return w.linear(0, first + o_w, out);
 }
 
-// T5LayerFF's DenseReluDense on normed h: wo(gelu_new(wi_0 h) * wi_1 h), or wo(relu(wi h)).
+// T5LayerFF's DenseReluDense on normed h: wo(gelu_new(wi_0 h) * wi_1 h) (the gate one node that keeps wi_0 h and
+// wi_1 h only), or wo(relu(wi h)).
 at::Tensor feed_forward(const T5Config& c, const CallWeights& w, std::size_t first, const at::Tensor& h) {
   if (c.gated_gelu)
-    return w.linear(0, first + 2, at::gelu(w.linear(0, first, h), "tanh") * w.linear(0, first + 1, h));
+    return w.linear(0, first + 2,
+                    ops::gated(w.linear(0, first, h), w.linear(0, first + 1, h), ops::GateAct::gelu_tanh));
   return w.linear(0, first + 1, at::relu(w.linear(0, first, h)));
 }
 

@@ -1,13 +1,16 @@
 #include "tessera/report/html_report.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "tessera/core/error.hpp"
+#include "tessera/io/input_file.hpp"
 #include "tessera/io/json_file.hpp"
 
 namespace tessera::report {
@@ -55,6 +58,46 @@ double number(const nlohmann::json& j, const char* key, const std::string& where
   return v.get<double>();
 }
 
+// An integer field from lo to hi; `range` says what those are, for the message.
+std::int64_t bounded(const nlohmann::json& j, const char* key, const std::string& where, std::int64_t lo,
+                     std::int64_t hi, const std::string& range) {
+  const nlohmann::json& v = field(j, key, where);
+  // An unsigned value past int64 (up to 2^64-1) is out of range too, not a wrapped negative one.
+  const bool huge = v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi);
+  const std::int64_t n = huge ? hi : integer(j, key, where);
+  if (huge || n < lo || n > hi)
+    throw FormatError(where + ": \"" + key + "\" is " + io::json_excerpt(v) + "; " + range +
+                      "; this is not a metrics file a tessera run wrote");
+  return n;
+}
+
+std::string ranks_drawn() { return " (a report draws at most " + std::to_string(kMaxReportRanks) + " ranks)"; }
+
+std::int64_t step_field(const nlohmann::json& j, const char* key, const std::string& where) {
+  return bounded(j, key, where, 0, kMaxReportStep, "an index of a step is 0 to " + std::to_string(kMaxReportStep));
+}
+
+std::int64_t bytes_field(const nlohmann::json& j, const char* key, const std::string& where) {
+  // Activations are the allocator's figure less the others, so a little below zero is possible.
+  return bounded(j, key, where, -kMaxReportBytes, kMaxReportBytes,
+                 "a memory figure is within " + std::to_string(kMaxReportBytes) + " bytes (8 PiB) of zero");
+}
+
+// Tick values from the first multiple of `step` at or above lo, up to hi, at most max_ticks of them. Each is
+// computed from its index, and a step below the values' resolution ends them: "v += step" once looped without end
+// over losses of 1e20 and 1e20 + 16384 (5000 added to 1e20 is 1e20).
+std::vector<double> ticks(double lo, double hi, double step, int max_ticks) {
+  std::vector<double> out;
+  if (!(step > 0) || !std::isfinite(step) || !std::isfinite(lo) || !std::isfinite(hi)) return out;
+  const double first = std::ceil(lo / step) * step;
+  for (int k = 0; k < max_ticks; ++k) {
+    const double v = first + k * step;
+    if (v > hi || (!out.empty() && v <= out.back())) break;
+    out.push_back(v);
+  }
+  return out;
+}
+
 std::int64_t segment_bytes(const MemoryRecord& r, std::string_view key) {
   if (key == "params") return r.params;
   if (key == "grads") return r.grads;
@@ -84,26 +127,43 @@ Unit unit_for(double max_bytes) {
 // A step of 1, 2 or 5 times a power of ten giving at most `ticks` ticks up to `top`.
 double nice_step(double top, int ticks) {
   const double raw = top / ticks;
+  if (!(raw > 0) || !std::isfinite(raw)) return 0;  // no ticks (see ticks())
   const double p = std::pow(10.0, std::floor(std::log10(raw)));
   for (double m : {1.0, 2.0, 5.0, 10.0})
     if (m * p >= raw) return m * p;
   return 10 * p;
 }
 
+// The bars of one run: [rank][phase] -> RunMetrics::bar(rank, phase), found in one pass over its records.
+std::vector<std::array<const MemoryRecord*, 4>> bars_of(const RunMetrics& m) {
+  const std::int64_t ranks = m.world_size(), step = m.memory_step();
+  std::vector<std::array<const MemoryRecord*, 4>> bars(static_cast<std::size_t>(ranks));
+  for (const MemoryRecord& r : m.memory) {
+    const auto phase = std::find(std::begin(phase_labels), std::end(phase_labels), r.phase) - std::begin(phase_labels);
+    if (r.step != step || r.rank >= ranks || phase >= 4) continue;
+    const MemoryRecord*& best = bars[static_cast<std::size_t>(r.rank)][static_cast<std::size_t>(phase)];
+    if (!best || r.allocated > best->allocated) best = &r;
+  }
+  return bars;
+}
+
 std::string memory_chart(std::span<const RunMetrics> runs) {
+  std::vector<std::vector<std::array<const MemoryRecord*, 4>>> run_bars;
+  for (const RunMetrics& m : runs) run_bars.push_back(bars_of(m));
   // Narrower bars when there are many, so that a dozen runs still fit a screen.
   std::int64_t total_bars = 0;
-  for (const RunMetrics& m : runs) total_bars += 4 * m.world_size();
+  for (const auto& bars : run_bars) total_bars += 4 * static_cast<std::int64_t>(bars.size());
   const bool many = total_bars > 32;
   const double bar_w = many ? 11 : 18, bar_gap = many ? 2 : 4, rank_gap = many ? 10 : 16, run_gap = many ? 40 : 56;
   constexpr double left = 64, top = 28, plot_h = 280, bottom = 100;
   // Scale: the tallest stack or peak of any run.
   double max_bytes = 1;
-  for (const RunMetrics& m : runs) {
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const RunMetrics& m = runs[i];
     max_bytes = std::max({max_bytes, m.done.value("peak", 0.0), m.done.value("predicted_peak", 0.0)});
-    for (std::int64_t r = 0; r < m.world_size(); ++r)
-      for (std::string_view p : phase_labels)
-        if (const MemoryRecord* b = m.bar(r, p)) {
+    for (const auto& rank_bars : run_bars[i])
+      for (const MemoryRecord* b : rank_bars)
+        if (b) {
           double sum = 0;
           for (const Segment& s : segments)
             if (s.key != "host" || host_is_device(m)) sum += double(segment_bytes(*b, s.key));
@@ -120,11 +180,12 @@ std::string memory_chart(std::span<const RunMetrics> runs) {
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const RunMetrics& m = runs[i];
     const double group_start = x;
-    const std::int64_t ranks = m.world_size();
+    const std::int64_t ranks = static_cast<std::int64_t>(run_bars[i].size());
     for (std::int64_t r = 0; r < ranks; ++r) {
       const double rank_start = x;
-      for (std::string_view p : phase_labels) {
-        const MemoryRecord* b = m.bar(r, p);
+      for (std::size_t phase = 0; phase < 4; ++phase) {
+        const std::string_view p = phase_labels[phase];
+        const MemoryRecord* b = run_bars[i][static_cast<std::size_t>(r)][phase];
         double base = 0;
         if (b)
           for (const Segment& s : segments) {
@@ -184,7 +245,7 @@ std::string memory_chart(std::span<const RunMetrics> runs) {
   }
   const double width = std::max(x - run_gap + 32, 480.0);
   std::string axis;
-  for (double v = 0; v <= axis_top + step / 2; v += step) {
+  for (const double v : ticks(0, axis_top + step / 2, step, 32)) {
     const double y = top + plot_h - plot_h * v / axis_top;
     axis += "<line x1=\"" + fmt("%.0f", left) + "\" x2=\"" + fmt("%.0f", width) + "\" y1=\"" + fmt("%.1f", y) +
             "\" y2=\"" + fmt("%.1f", y) + "\" stroke=\"#ddd\"/>\n<text x=\"" + fmt("%.0f", left - 6) + "\" y=\"" +
@@ -210,7 +271,12 @@ std::string loss_chart(std::span<const RunMetrics> runs) {
         last = std::max(last, s.step);
       }
   if (!std::isfinite(lo)) lo = 0, hi = 1;
-  if (hi - lo < 1e-6) lo -= 0.5, hi += 0.5;
+  // A flat curve gets a band around it, one its magnitude can show (at 1e20, +-0.5 is below a double's resolution).
+  const double magnitude = std::max(std::abs(lo), std::abs(hi));
+  if (hi - lo < std::max(1e-6, magnitude * 1e-9)) {
+    const double mid = lo / 2 + hi / 2, half = std::max(0.5, magnitude * 1e-6);
+    lo = mid - half, hi = mid + half;
+  }
   const double pad = (hi - lo) * 0.05;
   lo -= pad, hi += pad;
   auto xs = [&](double step) { return left + plot_w * step / double(last); };
@@ -218,12 +284,13 @@ std::string loss_chart(std::span<const RunMetrics> runs) {
   std::string s = "<svg class=\"chart loss\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
                   fmt("%.0f", left + plot_w + 24) + "\" height=\"" + fmt("%.0f", top + plot_h + bottom) + "\">\n";
   const double ystep = nice_step(hi - lo, 5);
-  for (double v = std::ceil(lo / ystep) * ystep; v <= hi; v += ystep)
+  const char* ylabel = magnitude >= 1e6 ? "%.6g" : ystep < 0.1 ? "%.3f" : "%.2f";
+  for (const double v : ticks(lo, hi, ystep, 32))
     s += "<line x1=\"" + fmt("%.0f", left) + "\" x2=\"" + fmt("%.0f", left + plot_w) + "\" y1=\"" + fmt("%.1f", ys(v)) +
          "\" y2=\"" + fmt("%.1f", ys(v)) + "\" stroke=\"#ddd\"/><text x=\"" + fmt("%.0f", left - 6) + "\" y=\"" +
-         fmt("%.1f", ys(v) + 4) + "\" text-anchor=\"end\">" + fmt(ystep < 0.1 ? "%.3f" : "%.2f", v) + "</text>\n";
+         fmt("%.1f", ys(v) + 4) + "\" text-anchor=\"end\">" + fmt(ylabel, v) + "</text>\n";
   const double xstep = std::max(1.0, nice_step(double(last), 8));
-  for (double v = 0; v <= double(last); v += xstep)
+  for (const double v : ticks(0, double(last), xstep, 32))
     s += "<text x=\"" + fmt("%.1f", xs(v)) + "\" y=\"" + fmt("%.0f", top + plot_h + 16) +
          "\" text-anchor=\"middle\">" + fmt("%.0f", v) + "</text>\n";
   s += "<text x=\"" + fmt("%.0f", left + plot_w / 2) + "\" y=\"" + fmt("%.0f", top + plot_h + 34) +
@@ -236,7 +303,7 @@ std::string loss_chart(std::span<const RunMetrics> runs) {
     s += "<polyline class=\"loss-line\" data-run=\"" + std::to_string(i) + "\" fill=\"none\" stroke=\"" + colour +
          "\" stroke-width=\"2.5\" points=\"" + points + "\"><title>" + html_escape(runs[i].label) +
          "</title></polyline>\n";
-    if (runs[i].steps.size() == 1)  // a single point: a dot
+    if (runs[i].steps.size() == 1 && std::isfinite(runs[i].steps[0].loss))  // a single point: a dot
       s += "<circle cx=\"" + fmt("%.1f", xs(double(runs[i].steps[0].step))) + "\" cy=\"" +
            fmt("%.1f", ys(runs[i].steps[0].loss)) + "\" r=\"4\" fill=\"" + colour + "\"/>\n";
   }
@@ -341,15 +408,33 @@ double RunMetrics::mean_mfu() const {
 }
 
 RunMetrics read_metrics(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path.string() + ": cannot be read (" + (std::filesystem::exists(path) ? "permission denied" : "no such file") +
-                       "); give the metrics=FILE of a finished run");
+  io::InputFile in(path);  // a FIFO or device refused, without blocking
+  if (!in.is_open())
+    throw Error(path.string() + ": cannot be read (" + in.problem() + "); give the metrics=FILE of a finished run");
   RunMetrics m;
   m.label = path.filename().string();
   if (m.label.size() > 6 && m.label.ends_with(".jsonl")) m.label.resize(m.label.size() - 6);
   m.run = nlohmann::json::object();
-  std::size_t line_no = 0;
-  for (std::string line; std::getline(in, line);) {
+  std::vector<std::size_t> memory_lines;  // the line of each memory record, for the check against world_size
+  std::size_t line_no = 0, done_line = 0;
+  std::string line;
+  std::streambuf& bytes = *in.rdbuf();
+  for (bool more = true; more;) {
+    // One line, read up to kMaxRecordBytes (std::getline would take a newline-free file whole).
+    line.clear();
+    more = false;
+    for (int c; (c = bytes.sbumpc()) != std::char_traits<char>::eof();) {
+      if (c == '\n') {
+        more = true;
+        break;
+      }
+      if (line.size() == kMaxRecordBytes)
+        throw FormatError(path.string() + ":" + std::to_string(line_no + 1) + ": a line longer than " +
+                          std::to_string(kMaxRecordBytes) + " bytes; this is not a tessera metrics file (write one "
+                          "with metrics=FILE)");
+      line.push_back(static_cast<char>(c));
+    }
+    if (!more && line.empty()) break;
     ++line_no;
     const std::string where = path.string() + ":" + std::to_string(line_no);
     if (line.empty()) continue;
@@ -371,35 +456,40 @@ RunMetrics read_metrics(const std::filesystem::path& path) {
       m.run = j;
     } else if (event == "memory") {
       MemoryRecord r;
-      r.step = integer(j, "step", where);
-      r.micro = integer(j, "micro", where);
-      r.rank = integer(j, "rank", where);
+      r.step = step_field(j, "step", where);
+      r.micro = step_field(j, "micro", where);
+      r.rank = bounded(j, "rank", where, 0, kMaxReportRanks - 1,
+                       "a rank is 0 to " + std::to_string(kMaxReportRanks - 1) + ranks_drawn());
       const nlohmann::json& phase = field(j, "phase", where);
       if (!phase.is_string() ||
           std::find(std::begin(phase_labels), std::end(phase_labels), phase.get<std::string>()) == std::end(phase_labels))
         throw FormatError(where + ": \"phase\" is " + io::json_excerpt(phase) +
                           "; a phase is before_fwd, after_fwd, after_bwd or after_opt");
       r.phase = phase.get<std::string>();
-      r.params = integer(j, "params", where);
-      r.grads = integer(j, "grads", where);
-      r.optim = integer(j, "optim", where);
-      r.acts = integer(j, "acts", where);
+      r.params = bytes_field(j, "params", where);
+      r.grads = bytes_field(j, "grads", where);
+      r.optim = bytes_field(j, "optim", where);
+      r.acts = bytes_field(j, "acts", where);
       // Host-side bytes: recorded by runs that offload, absent from older files.
-      r.params_cpu = j.contains("params_cpu") ? integer(j, "params_cpu", where) : 0;
-      r.grads_cpu = j.contains("grads_cpu") ? integer(j, "grads_cpu", where) : 0;
-      r.optim_cpu = j.contains("optim_cpu") ? integer(j, "optim_cpu", where) : 0;
-      r.allocated = integer(j, "allocated", where);
-      r.peak = integer(j, "peak", where);
-      r.reserved = integer(j, "reserved", where);
-      if (r.rank < 0 || r.step < 0)
-        throw FormatError(where + ": a negative step or rank; this is not a tessera metrics file");
+      r.params_cpu = j.contains("params_cpu") ? bytes_field(j, "params_cpu", where) : 0;
+      r.grads_cpu = j.contains("grads_cpu") ? bytes_field(j, "grads_cpu", where) : 0;
+      r.optim_cpu = j.contains("optim_cpu") ? bytes_field(j, "optim_cpu", where) : 0;
+      r.allocated = bytes_field(j, "allocated", where);
+      r.peak = bytes_field(j, "peak", where);
+      r.reserved = bytes_field(j, "reserved", where);
       m.memory.push_back(std::move(r));
+      memory_lines.push_back(line_no);
     } else if (event == "step") {
       StepRecord s;
-      s.step = integer(j, "step", where);
+      s.step = step_field(j, "step", where);
       s.loss = field(j, "loss", where).is_null() ? NAN : number(j, "loss", where);
+      if (std::abs(s.loss) > kMaxReportLoss)
+        throw FormatError(where + ": \"loss\" is " + io::json_excerpt(j["loss"]) + ", beyond a float's range (" +
+                          fmt("%g", kMaxReportLoss) + "), which no run's loss reaches; this is not a metrics file a "
+                          "tessera run wrote");
       s.step_ms = number(j, "step_ms", where);
-      s.tokens = integer(j, "tokens", where);
+      s.tokens = bounded(j, "tokens", where, 0, kMaxReportBytes,
+                         "a count of tokens is 0 to " + std::to_string(kMaxReportBytes));
       s.mfu = j.contains("mfu") ? number(j, "mfu", where) : 0.0;
       if (j.contains("skipped") && !j["skipped"].is_boolean())
         throw FormatError(where + ": \"skipped\" is " + io::json_excerpt(j["skipped"]) + ", not true or false; this "
@@ -407,18 +497,35 @@ RunMetrics read_metrics(const std::filesystem::path& path) {
       s.skipped = j.value("skipped", false);
       m.steps.push_back(s);
     } else if (event == "done") {
-      integer(j, "peak", where);
+      bounded(j, "peak", where, 0, kMaxReportBytes,
+              "a peak is 0 to " + std::to_string(kMaxReportBytes) + " bytes (8 PiB)");
       number(j, "train_s", where);
+      if (j.contains("world_size"))
+        bounded(j, "world_size", where, 1, kMaxReportRanks,
+                "a world size is 1 to " + std::to_string(kMaxReportRanks) + ranks_drawn());
       // The optional figures the report shows: a number, or null (JSON's spelling of a non-finite one), dropped here.
       for (const char* optional : {"predicted_peak", "tokens_per_s", "mfu"})
         if (j.contains(optional) && j[optional].is_null()) j.erase(optional);
         else if (j.contains(optional)) number(j, optional, where);
+      if (const double predicted = j.value("predicted_peak", 0.0);
+          !(predicted >= 0 && predicted <= double(kMaxReportBytes)))
+        throw FormatError(where + ": \"predicted_peak\" is " + io::json_excerpt(j["predicted_peak"]) +
+                          "; a peak is 0 to " + std::to_string(kMaxReportBytes) + " bytes (8 PiB); this is not a "
+                          "metrics file a tessera run wrote");
       m.done = j;
+      done_line = line_no;
     }  // other events: later versions' records, skipped
   }
   if (m.done.is_null())
     throw FormatError(path.string() + ": no \"done\" record, so the run did not finish (a run still going, or one that "
                       "failed, has no metrics file); give the metrics=FILE of a finished run");
+  if (m.done.contains("world_size"))
+    for (std::size_t i = 0; i < m.memory.size(); ++i)
+      if (m.memory[i].rank >= m.done["world_size"].get<std::int64_t>())
+        throw FormatError(path.string() + ":" + std::to_string(memory_lines[i]) + ": \"rank\" is " +
+                          std::to_string(m.memory[i].rank) + ", but the done record (line " +
+                          std::to_string(done_line) + ") says \"world_size\" " +
+                          m.done["world_size"].dump() + "; this is not a metrics file a tessera run wrote");
   return m;
 }
 

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/new_file.hpp"
 #include "tessera/core/partial_files.hpp"
 
 namespace tessera {
@@ -18,11 +19,20 @@ MetricsWriter::MetricsWriter(std::filesystem::path path) : path_(std::move(path)
     fail(S_ISDIR(status.st_mode) ? "is a directory; give the path of a file, e.g. metrics=run.jsonl"
                                  : "exists and is not a regular file (a device, FIFO or socket); give the path of a "
                                    "file to create or replace");
-  partial_ = path_;
-  partial_ += ".partial";
-  out_.open(partial_, std::ios::out | std::ios::trunc);
-  if (!out_) fail("cannot create " + partial_.string() + ": " + std::strerror(errno));
-  register_partial_file(partial_);  // removed should the process be killed (a job ended by another rank)
+  PartialFile partial;
+  try {
+    partial = create_partial_file(path_);  // a name of its own, never opened through an existing file or link
+  } catch (const Error& e) {
+    fail(e.what());
+  }
+  partial_ = partial.path;
+  if (!open_stream(out_, partial)) {
+    const std::string why = std::strerror(errno);
+    std::error_code ignored;
+    std::filesystem::remove(partial_, ignored);
+    unregister_partial_file(partial_);
+    fail("cannot open " + partial_.string() + ": " + why);
+  }
 }
 
 MetricsWriter::~MetricsWriter() {

@@ -73,11 +73,13 @@ void Reporter::memory(const memory::MemorySnapshot& s, bool print_line) {
                         memory::format_snapshot(s));
 }
 
-void Reporter::memory_of_ranks(std::span<const memory::MemorySnapshot> ranks, bool print_line) {
+void Reporter::memory_of_ranks(std::span<const memory::MemorySnapshot> ranks, bool print_line, bool each_rank) {
   for (const auto& s : ranks) memory(s, false);
-  if (print_line && !ranks.empty())
-    print("  step " + std::to_string(ranks[0].step) + " micro " + std::to_string(ranks[0].micro) + " " +
-          memory::format_snapshot_max(ranks));
+  if (!print_line || ranks.empty()) return;
+  const std::string at = "  step " + std::to_string(ranks[0].step) + " micro " + std::to_string(ranks[0].micro) + " ";
+  print(at + memory::format_snapshot_max(ranks));
+  if (each_rank)
+    for (const auto& s : ranks) print(at + "rank " + std::to_string(s.rank) + " " + memory::format_snapshot(s));
 }
 
 void Reporter::done(double train_s, std::int64_t peak_bytes, nlohmann::json extra) {

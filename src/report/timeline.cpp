@@ -1,6 +1,8 @@
 // implements: report/timeline.hpp.
 #include "tessera/report/timeline.hpp"
 
+#include <unistd.h>
+
 #ifdef TESSERA_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -11,10 +13,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <system_error>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/new_file.hpp"
 #include "tessera/core/partial_files.hpp"
 
 namespace tessera::timeline {
@@ -224,26 +226,28 @@ nlohmann::json chrome_trace(const std::vector<std::vector<Event>>& per_rank, std
 }
 
 void write_chrome_trace(const std::filesystem::path& path, const nlohmann::json& trace) {
-  std::filesystem::path partial = path;
-  partial += ".partial";
-  register_partial_file(partial);
-  std::ofstream out(partial, std::ios::out | std::ios::trunc);
-  bool ok = static_cast<bool>(out);
-  if (ok) {
-    out << trace.dump() << '\n';
-    out.close();
-    ok = static_cast<bool>(out);
+  const std::string key = "trace=" + path.string() + ": ";
+  // Checked again here: a device or FIFO put in its place since the start would be replaced by a plain file.
+  if (const std::string problem = replace_problem(path); !problem.empty())
+    throw Error(key + problem + "; nothing was written. Give the path of a file to create or replace");
+  PartialFile partial;
+  try {
+    partial = create_partial_file(path);  // a name of its own, never opened through an existing file or link
+  } catch (const Error& e) {
+    throw Error(key + e.what() + "; choose another path");
   }
+  bool ok = write_all(partial.fd, trace.dump() + '\n');
+  const std::string write_error = ok ? "" : std::strerror(errno);
+  ok = ::close(partial.fd) == 0 && ok;
   std::error_code ec;
-  if (ok) std::filesystem::rename(partial, path, ec);
+  if (ok) std::filesystem::rename(partial.path, path, ec);
   if (!ok || ec) {
-    const std::string why = ec ? ec.message() : std::strerror(errno);
-    std::filesystem::remove(partial, ec);
-    unregister_partial_file(partial);
-    throw Error("trace=" + path.string() + ": cannot write it (" + why +
-                "); free space on that file system or choose another path");
+    const std::string why = ec ? ec.message() : !write_error.empty() ? write_error : std::strerror(errno);
+    std::filesystem::remove(partial.path, ec);
+    unregister_partial_file(partial.path);
+    throw Error(key + "cannot write it (" + why + "); free space on that file system or choose another path");
   }
-  unregister_partial_file(partial);
+  unregister_partial_file(partial.path);
 }
 
 }  // namespace tessera::timeline

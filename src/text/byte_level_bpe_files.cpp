@@ -134,7 +134,7 @@ ByteLevelBpe ByteLevelBpe::from_tokenizer_json(std::string_view json_text, const
   if (type != "BPE")
     detail::fail(path, "model.type is " + detail::quoted(type) + ", not \"BPE\"",
                  "tessera reads byte-level BPE from tokenizer.json (GPT-2, OPT, RoBERTa); for a SentencePiece model "
-                 "(Llama, T5) give its tokenizer.model instead");
+                 "(Llama, T5) give its tokenizer.model (T5: spiece.model) instead");
   const json* normalizer = field(root, "normalizer");
   if (normalizer != nullptr)
     detail::fail(path, "normalizer is " + io::json_excerpt(*normalizer, 80) + ", not null",

@@ -5,9 +5,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "tessera/core/error.hpp"
+#include "tessera/io/input_file.hpp"
 #include "tessera/io/json_file.hpp"
 #include "tessera/text/utf8.hpp"
 
@@ -27,8 +27,8 @@ std::string read_file_bytes(const std::filesystem::path& path, std::string_view 
     fail(path, "is " + std::to_string(status.st_size) + " bytes; a tokenizer file may be at most " +
                    std::to_string(kMaxTokenizerFileBytes) + " bytes",
          hint);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno), hint);
+  io::InputFile in(path);  // checked again on the descriptor: a FIFO put in its place since does not block
+  if (!in.is_open()) fail(path, in.problem(), hint);
   std::string bytes(static_cast<std::size_t>(status.st_size), '\0');
   in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   if (in.gcount() != static_cast<std::streamsize>(bytes.size()))

@@ -27,7 +27,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::string_view kLoadHint =
-    "give a model directory with tokenizer.json, tokenizer.model or vocab.json + merges.txt, or one of those files";
+    "give a model directory with tokenizer.json, tokenizer.model (spiece.model) or vocab.json + merges.txt, or one of "
+    "those files";
 
 // FNV-1a, 64 bits: fast, and enough to tell tokenizer files apart (not a defence against forgery).
 struct Fnv1a {
@@ -46,7 +47,7 @@ enum class Format { sentencepiece, tokenizer_json, vocab_merges };
 
 struct Files {
   Format format;
-  fs::path main;    // tokenizer.model, tokenizer.json or vocab.json
+  fs::path main;    // tokenizer.model (spiece.model), tokenizer.json or vocab.json
   fs::path merges;  // merges.txt for vocab_merges
   std::string main_bytes;
 };
@@ -57,7 +58,7 @@ bool is_file(const fs::path& path) {
 }
 
 // Whether tokenizer.json's text describes what ByteLevelBpe reads: a BPE model behind a ByteLevel pre-tokenizer.
-// Anything else (a SentencePiece conversion: Metaspace, or no pre-tokenizer) defers to tokenizer.model.
+// Anything else (a SentencePiece conversion: Metaspace, or no pre-tokenizer) defers to tokenizer.model / spiece.model.
 bool is_byte_level_bpe(const fs::path& path, std::string_view text) {
   const nlohmann::json root = detail::parse_json(path, text, "a tokenizer.json is a JSON object");
   if (!root.is_object()) return false;
@@ -66,8 +67,17 @@ bool is_byte_level_bpe(const fs::path& path, std::string_view text) {
          pre != root.end() && pre->is_object() && pre->value("type", std::string()) == "ByteLevel";
 }
 
+// A directory's SentencePiece model: tokenizer.model (Llama, Code Llama), else spiece.model (T5 and Flan-T5, as
+// the hub ships them and transformers' T5Tokenizer names its vocab_file).
+fs::path sentencepiece_in(const fs::path& dir) {
+  const fs::path model = dir / "tokenizer.model";
+  if (is_file(model)) return model;
+  const fs::path spiece = dir / "spiece.model";
+  return is_file(spiece) ? spiece : model;
+}
+
 Files files_in_directory(const fs::path& dir) {
-  const fs::path json = dir / "tokenizer.json", model = dir / "tokenizer.model", vocab = dir / "vocab.json",
+  const fs::path json = dir / "tokenizer.json", model = sentencepiece_in(dir), vocab = dir / "vocab.json",
                  merges = dir / "merges.txt";
   if (is_file(json)) {
     std::string bytes = detail::read_file_bytes(json, kLoadHint);
@@ -79,7 +89,7 @@ Files files_in_directory(const fs::path& dir) {
   detail::fail(dir,
                is_file(vocab)    ? "has vocab.json but no merges.txt beside it"
                : is_file(merges) ? "has merges.txt but no vocab.json beside it"
-                                 : "has no tokenizer.json, tokenizer.model or vocab.json + merges.txt",
+                                 : "has no tokenizer.json, tokenizer.model, spiece.model or vocab.json + merges.txt",
                kLoadHint);
 }
 

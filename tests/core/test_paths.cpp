@@ -33,3 +33,19 @@ TEST_CASE("is_within compares whole components of resolved paths", "[core]") {
   CHECK(resolved_path(dir / "link/") == resolved_path(dir / "model"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("resolved_path gives one path for every spelling of a file not yet written", "[core]") {
+  // Relative names none of whose steps exists: "x.jsonl" once stayed relative while "./x.jsonl" resolved through
+  // ".", so metrics=x.jsonl trace=./x.jsonl (and metrics=out save_dir=./out) passed as different files.
+  const fs::path dir = fs::temp_directory_path() / ("tessera-paths-new-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir);
+  CHECK(resolved_path("x.jsonl") == resolved_path("./x.jsonl"));
+  CHECK(resolved_path("x.jsonl") == fs::canonical(dir) / "x.jsonl");
+  CHECK(resolved_path("out") == resolved_path("./out/"));
+  CHECK(is_within("./out", "out"));
+  CHECK(resolved_path("a/b/../c") == fs::canonical(dir) / "a/c");
+  fs::current_path(cwd);
+  fs::remove_all(dir);
+}

@@ -1,8 +1,8 @@
 // batch_dump: the first batches tessera builds for a model family from a run config, written for the checks that
 // compare them with what the labs' pipeline gives (tests/reference/check_lab_batches.py: datasets + the model's
 // processor).
-//   batch_dump blip2-opt|vit OUT.safetensors STEPS key=value...      (model_dir= and data= among the keys)
-// Writes, for each step s < STEPS (one rank, micro-step 0): s.pixels F32 (B, C, S, S) and, for blip2-opt,
+//   batch_dump blip2-opt|blip2-t5|vit OUT.safetensors STEPS key=value...   (model_dir= and data= among the keys)
+// Writes, for each step s < STEPS (one rank, micro-step 0): s.pixels F32 (B, C, S, S) and, for blip2-opt/-t5,
 // s.input_ids, s.attention_mask I64 (B, T) and s.labels I64 (when defined); for vit, s.labels I64 (B,).
 // Exit 2 on bad arguments, 1 with the message on any error.
 #include <ATen/ATen.h>
@@ -23,8 +23,9 @@
 #include "tessera/models/vit.hpp"
 
 int main(int argc, char** argv) {
-  if (argc < 4 || (std::string_view(argv[1]) != "blip2-opt" && std::string_view(argv[1]) != "vit")) {
-    std::fprintf(stderr, "usage: %s blip2-opt|vit OUT.safetensors STEPS key=value...\n", argv[0]);
+  const std::string_view family = argc < 2 ? std::string_view() : std::string_view(argv[1]);
+  if (argc < 4 || (family != "blip2-opt" && family != "blip2-t5" && family != "vit")) {
+    std::fprintf(stderr, "usage: %s blip2-opt|blip2-t5|vit OUT.safetensors STEPS key=value...\n", argv[0]);
     return 2;
   }
   try {
@@ -35,8 +36,12 @@ int main(int argc, char** argv) {
     const std::filesystem::path config_json = std::filesystem::path(cfg.model_dir) / "config.json";
     const c10::Device cpu(c10::kCPU);
     std::vector<std::pair<std::string, at::Tensor>> tensors;
-    if (std::string_view(argv[1]) == "blip2-opt") {
-      const data::CaptionBatches data(cfg, models::Blip2Opt::data_spec(models::Blip2Opt::read_config(config_json)), 1);
+    if (family != "vit") {
+      const data::CaptionBatches data(
+          cfg,
+          family == "blip2-opt" ? models::Blip2Opt::data_spec(models::Blip2Opt::read_config(config_json))
+                                : models::Blip2T5::data_spec(models::Blip2T5::read_config(config_json)),
+          1);
       for (std::int64_t s = 0; s < steps; ++s) {
         const auto b = data.batch(s, 0, 0, cpu);
         const std::string p = std::to_string(s) + ".";

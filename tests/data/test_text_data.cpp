@@ -7,7 +7,9 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -149,7 +151,7 @@ TEST_CASE("the token cache: written once, reused, rebuilt for another source or 
   const data::TextRows first = data::load_text_rows(file, sp);
   REQUIRE(fs::exists(cache));
   const std::string header = tessera::testing::read_text(cache).substr(0, 200);
-  CHECK(header.rfind("tessera-token-cache 1\ntokenizer " + sp.fingerprint() + "\n", 0) == 0);
+  CHECK(header.rfind("tessera-token-cache 2\ntokenizer " + sp.fingerprint() + "\n", 0) == 0);
   const data::TextRows again = data::load_text_rows(file, sp);
   CHECK(again.tokens == first.tokens);
   CHECK(again.starts == first.starts);
@@ -173,6 +175,57 @@ TEST_CASE("the token cache: written once, reused, rebuilt for another source or 
   fs::resize_file(cache, fs::file_size(cache) - 1);
   CHECK_THROWS_WITH(data::load_text_rows(file, sp), Catch::Contains("a damaged token cache") &&
                                                         Catch::Contains("delete it"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the token cache: a changed byte, or a header claiming rows the file cannot hold, is refused naming it",
+          "[text_data]") {
+  const fs::path dir = text_scratch_dir("cache-damaged");
+  const auto sp = text::Tokenizer::load(text_fixture("sp_bpe/tokenizer.model"));
+  const fs::path file = dir / "games.txt";
+  write_text(file, "1. e4 e5\n1. d4 d5\n1. c4 c5\n");
+  const fs::path cache = data::token_cache_path(file, sp);
+  const data::TextRows first = data::load_text_rows(file, sp);
+  const std::string written = tessera::testing::read_text(cache);
+  const auto rewrite = [&](std::string bytes) { std::ofstream(cache, std::ios::binary | std::ios::trunc) << bytes; };
+  const auto line = [&](const std::string& key) {  // the header's line "key value"
+    const std::size_t at = written.find("\n" + key + " ") + 1;
+    return written.substr(at, written.find('\n', at) - at);
+  };
+  CHECK(line("crc32c").size() == std::string("crc32c 01234567").size());
+
+  SECTION("a flipped byte in the tokens") {
+    std::string bytes = written;
+    bytes[bytes.size() - 1] ^= 0x01;
+    rewrite(bytes);
+    CHECK_THROWS_WITH(data::load_text_rows(file, sp),
+                      Catch::Contains(cache.string() + ": a damaged token cache (its CRC-32C is") &&
+                          Catch::Contains("a byte changed since it was written); delete it"));
+  }
+  SECTION("a flipped byte in the header's counts") {
+    std::string bytes = written;
+    bytes[written.find("\nrows ") + 6] ^= 0x01;  // 3 rows -> 2: the size no longer adds up
+    rewrite(bytes);
+    CHECK_THROWS_WITH(data::load_text_rows(file, sp), Catch::Contains("a damaged token cache (its header says 2 rows"));
+  }
+  SECTION("2^62 rows, with tokens chosen so that the size adds up modulo 2^64") {
+    // Once: 12 * 2^62 wrapped to 0, the size check passed, and 2^62 rows were allocated (vector::_M_default_append).
+    const std::uint64_t body = written.size() - 4096, rows = 1ull << 62;
+    const std::uint64_t tokens = (body - 12 * rows) / 2;  // modulo 2^64, as the check once computed
+    std::string bytes = written;
+    std::string header = bytes.substr(0, 4096);
+    header.replace(header.find(line("rows")), line("rows").size(), "rows " + std::to_string(rows));
+    header.replace(header.find(line("tokens")), line("tokens").size(), "tokens " + std::to_string(tokens));
+    header.resize(4096, '\0');
+    rewrite(header + bytes.substr(4096));
+    CHECK_THROWS_WITH(data::load_text_rows(file, sp),
+                      Catch::Contains("a damaged token cache (its header says 4611686018427387904 rows and " +
+                                      std::to_string(tokens) + " tokens, and its body holds " + std::to_string(body) +
+                                      " bytes"));
+  }
+  SECTION("intact: read back") {
+    CHECK(data::load_text_rows(file, sp).tokens == first.tokens);
+  }
   fs::remove_all(dir);
 }
 

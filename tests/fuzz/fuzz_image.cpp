@@ -12,10 +12,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   try {
     const tessera::io::ImageInfo info = tessera::io::probe_image(bytes, "fuzz input");
-    // A JPEG header may claim up to Pillow's 178,956,970 pixels over a few bytes of data, and decoding allocates what
-    // Pillow allocates for it (the RGB image, a progressive JPEG's coefficients: over -malloc_limit_mb), then decodes
-    // gray. So JPEGs over 4 megapixels are probed only, as libjpeg-turbo's own fuzzers cap them. A PNG's allocations
-    // are bounded by its data (deflate inflates at most 1032 times; image_png.cpp checks before allocating).
+    // An arithmetic-coded JPEG's header may claim up to Pillow's 178,956,970 pixels over a few bytes of data (a
+    // Huffman-coded one at most 512 pixels a byte: image_jpeg.cpp), and decoding allocates what Pillow allocates for
+    // it (the RGB image, a progressive JPEG's coefficients: over -malloc_limit_mb), then decodes gray. So JPEGs over
+    // 4 megapixels are probed only, as libjpeg-turbo's own fuzzers cap them. A PNG's allocations are bounded by its
+    // data (deflate inflates at most 1032 times; image_png.cpp checks before allocating).
     const bool jpeg = size > 0 && data[0] == 0xff;
     if (jpeg && info.width * info.height > 4'000'000) return 0;
     const tessera::io::RgbImage image = tessera::io::decode_image(bytes, "fuzz input");

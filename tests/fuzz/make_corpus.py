@@ -62,9 +62,12 @@ put("fuzz_captions", "labels", json.dumps({"image": "images/a.png", "input_ids":
 put("fuzz_peft_adapter", "tessera_lora", (saves / "llama-lora-fp32" / "adapter_config.json").read_bytes())
 
 put("fuzz_train_state_manifest", "manifest", json.dumps({
-    "format": "tessera train state", "version": 1, "step": 1,
-    "files": [{"name": "rank-00000.safetensors", "bytes": 260}],  # the size of the harness's rank file
-    "experiment": {"family": "llama"}, "settings": {"seq_len": 32}, "optimizer": {"has_state": False, "steps": 0},
+    "format": "tessera train state", "version": 2, "step": 1,
+    # the size and CRC-32C of the harness's rank file
+    "files": [{"name": "rank-00000.safetensors", "bytes": 260, "crc32c": "3abf75c9"}],
+    "world_size": 1, "shard_group_size": 1, "units": 1,
+    "experiment": {"family": "llama"}, "settings": {"seq_len": 32},
+    "optimizer": {"name": "adam8bit", "has_state": True, "steps": 1},
     "loss_scaler": {"scale": 65536.0, "good_in_a_row": 0, "skipped": 0, "growths": 0}}))
 
 put("fuzz_metrics", "llama_one_step", (saves / "llama-fp32.jsonl").read_bytes())

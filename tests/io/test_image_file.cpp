@@ -8,6 +8,7 @@
 #include <fstream>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support.hpp"
@@ -154,7 +155,7 @@ TEST_CASE("read_image and probe_image read files as decode_image reads their byt
   CHECK(read_image(dir / "a.jpg").pixels == decode_image(kColorJpeg, "a.jpg").pixels);
   CHECK_THROWS_MATCHES(read_image(dir / "missing.png"), tessera::FormatError,
                        Catch::Matchers::Message((dir / "missing.png").string() + ": no such image file"));
-  CHECK_THROWS_WITH(probe_image(dir), Contains("not a regular file"));
+  CHECK_THROWS_WITH(probe_image(dir), Contains("is a directory, not a file"));
 }
 
 TEST_CASE("an empty span, random bytes and text are refused as no PNG or JPEG, naming the source",
@@ -215,4 +216,56 @@ TEST_CASE("an image over Pillow's pixel limit is refused from its header, before
   big.insert(big.end(), idat.begin(), idat.end());
   CHECK_THROWS_WITH(decode_image(big, "big.png"),
                     Contains("big.png: PNG data cut short: its IDAT chunks hold 4 bytes"));
+}
+
+namespace {
+
+// `jpeg` with the size in its SOF0 marker replaced: what a hostile or cut-down file claims.
+Bytes with_jpeg_size(Bytes jpeg, std::uint16_t width, std::uint16_t height) {
+  for (std::size_t i = 0; i + 8 < jpeg.size(); ++i)
+    if (jpeg[i] == 0xff && jpeg[i + 1] == 0xc0) {
+      jpeg[i + 5] = static_cast<std::uint8_t>(height >> 8), jpeg[i + 6] = static_cast<std::uint8_t>(height);
+      jpeg[i + 7] = static_cast<std::uint8_t>(width >> 8), jpeg[i + 8] = static_cast<std::uint8_t>(width);
+      return jpeg;
+    }
+  FAIL("no SOF0 marker");
+  return jpeg;
+}
+
+}  // namespace
+
+TEST_CASE("a JPEG whose file cannot hold the pixels its header claims is refused before decoding", "[io][image_file]") {
+  // Once: 1.5 KB claiming 13000x13000 pixels decoded from made-up zeros, 1.3 GB on every read. Every 8x8 block of a
+  // Huffman-coded JPEG takes at least a bit: a file of N bytes holds at most 512 N pixels.
+  const Bytes bomb = with_jpeg_size(kGrayJpeg, 4000, 4000);
+  const std::string expected = "bomb.jpg: JPEG of 4000x4000 pixels in a file of " + std::to_string(bomb.size()) +
+                               " bytes, which cannot hold them (each 8x8 block takes at least one bit, so at most " +
+                               std::to_string(512 * bomb.size()) + " pixels); the file is cut short or its header is "
+                               "false";
+  CHECK_THROWS_MATCHES(probe_image(bomb, "bomb.jpg"), tessera::FormatError, Catch::Matchers::Message(expected));
+  CHECK_THROWS_MATCHES(decode_image(bomb, "bomb.jpg"), tessera::FormatError, Catch::Matchers::Message(expected));
+  const fs::path dir = tessera::testing::fresh_dir("image_file");
+  std::ofstream(dir / "bomb.jpg", std::ios::binary)
+      .write(reinterpret_cast<const char*>(bomb.data()), static_cast<std::streamsize>(bomb.size()));
+  CHECK_THROWS_WITH(probe_image(dir / "bomb.jpg"), Contains("bomb.jpg: JPEG of 4000x4000 pixels in a file of"));
+  CHECK_THROWS_WITH(read_image(dir / "bomb.jpg"), Contains("bomb.jpg: JPEG of 4000x4000 pixels in a file of"));
+  // Under the bound the header passes.
+  const auto side = static_cast<std::uint16_t>(8 * (kGrayJpeg.size() / 8));  // side^2 <= 512 * size
+  CHECK(probe_image(with_jpeg_size(kGrayJpeg, side, 8), "edge.jpg").width == side);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("32768 pixels a side is refused alike for PNG and JPEG, from the header, by Pillow's pixel limit",
+          "[io][image_file]") {
+  // One rule for both formats, at the start of a run (probe_image) as in the middle (decode_image).
+  Bytes png = png_header(32768, 32768);
+  const Bytes idat = chunk("IDAT", {0x78, 0x9c, 0x03, 0x00});
+  png.insert(png.end(), idat.begin(), idat.end());
+  const Bytes jpeg = with_jpeg_size(kGrayJpeg, 32768, 32768);
+  for (const auto& [bytes, name] : {std::pair{png, "side.png"}, std::pair{jpeg, "side.jpg"}}) {
+    const std::string expected =
+        std::string(name) + ": image of 32768x32768 pixels, more than the 178956970 Pillow opens";
+    CHECK_THROWS_WITH(probe_image(bytes, name), Contains(expected));
+    CHECK_THROWS_WITH(decode_image(bytes, name), Contains(expected));
+  }
 }

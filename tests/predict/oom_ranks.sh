@@ -16,5 +16,5 @@ echo "exit $rc after ${took} s"
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { echo "the job did not end with an error (exit $rc)"; exit 1; }
 [ "$took" -le 60 ] || { echo "the job took ${took} s to end"; exit 1; }
 grep -q 'out of memory on rank [01] in the ' out.txt || { echo "no out-of-memory report"; exit 1; }
-[ ! -e m.jsonl ] && [ ! -e m.jsonl.partial ] || { echo "a metrics file was left behind"; exit 1; }
+[ ! -e m.jsonl ] && [ -z "$(ls -d m.jsonl.partial* 2>/dev/null)" ] || { echo "a metrics file was left behind"; exit 1; }
 echo "the job ended in ${took} s with the report"

@@ -15,6 +15,10 @@ tessera's input_ids, attention_mask and labels must equal the tokenizer's bit fo
 within --pixel-tol; the step-1 loss of blip2-opt-fp32 on that data must equal transformers' within 1e-5 relative,
 given the image tokens before the caption (what Blip2Processor gives) and, as labels, the caption's ids
 (caption_targets=caption, the default) or the whole input_ids (caption_targets=processor).
+BLIP-2 over Flan-T5 (--family blip2-t5, EXE blip2-t5-fp32): the same over a small Flan-T5 layout, its tokenizer as
+the hub ships Flan-T5's (spiece.model, a SentencePiece unigram model trained here with T5's pad 0 / eos 1 / unk 2,
+beside transformers' T5Tokenizer's tokenizer.json and tokenizer_config.json): the captions end in </s> and pad with
+0; the loss is transformers' own (the encoder reads the image tokens and the caption, the decoder the labels).
 ViT (--family vit, EXE vit-fp32): a small ViT with a ViTImageProcessor config (resize to 32x32), a save_to_disk
 directory of images and a ClassLabel column; pixels within --pixel-tol and labels equal, the step-1 loss within 1e-5.
 The seed entries (--family catalogue, EXE seed000-single, --extra-exe seed002-bf16-true): each trains two steps on a
@@ -25,11 +29,12 @@ each run must exit non-zero naming the file, the row and the column (or listing 
 metrics file nor its save_dir behind (with --perturb the missing column is not asked for: that run trains, and must be
 reported).
 
-usage: check_lab_batches.py BATCH_DUMP EXE --family blip2|vit [--perturb --expect-mismatch]
+usage: check_lab_batches.py BATCH_DUMP EXE --family blip2|blip2-t5|vit|bad|catalogue [--perturb --expect-mismatch]
 --perturb gives the lab's side another shuffle seed: a negative control, which must then see a mismatch.
 Exit 0 when all agree, 1 when one differs, 2 when a side did not run.
 """
 import argparse
+import io
 import json
 import os
 import shutil
@@ -43,10 +48,11 @@ os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 import datasets  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+import sentencepiece as spm  # noqa: E402
 from PIL import Image  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 from transformers import (AutoTokenizer, BlipImageProcessor, Blip2ForConditionalGeneration,  # noqa: E402
-                          ViTConfig, ViTForImageClassification, ViTImageProcessor)
+                          T5Tokenizer, ViTConfig, ViTForImageClassification, ViTImageProcessor)
 from transformers.loss.loss_utils import ForCausalLMLoss  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
@@ -79,11 +85,38 @@ def make_images(folder, n, rng, size_every=3):
     return paths
 
 
-def blip2_model(d):
+def t5_tokenizer(d):
+    """A Flan-T5-like tokenizer: a SentencePiece unigram model trained here on the caption words with T5's layout
+    (pad 0, eos 1, unk 2, no bos), as the hub ships it (spiece.model), and transformers' T5Tokenizer made from it (100
+    extra ids, as Flan-T5's)."""
+    rng = np.random.default_rng(17)
+    sentences = [" ".join(rng.choice(WORDS, size=int(rng.integers(1, 30)))) for _ in range(400)]
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model, vocab_size=48,
+                                   model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1, pad_piece="<pad>",
+                                   eos_piece="</s>", unk_piece="<unk>", character_coverage=1.0, num_threads=1,
+                                   minloglevel=2)
+    stage = os.path.join(d, "spiece")
+    os.makedirs(stage, exist_ok=True)
+    with open(os.path.join(stage, "spiece.model"), "wb") as f:
+        f.write(model.getvalue())
+    return T5Tokenizer.from_pretrained(stage), os.path.join(stage, "spiece.model")
+
+
+def blip2_model(d, lm="opt"):
+    model_dir = os.path.join(d, "model")
+    if lm == "t5":
+        # The hub's Flan-T5 directory: spiece.model beside transformers' tokenizer.json and tokenizer_config.json.
+        tokenizer, spiece = t5_tokenizer(d)
+        blip2_check.VOCAB = len(tokenizer) + 1  # the image token last
+        blip2_check.make_model_dir(model_dir, "t5", False)
+        shutil.copy(spiece, model_dir)
+        tokenizer.save_pretrained(model_dir)
+        BlipImageProcessor(size={"height": 32, "width": 32}).save_pretrained(model_dir)
+        return model_dir, blip2_check.VOCAB - 1
     tokenizer = AutoTokenizer.from_pretrained(FIXTURE)
     vocab = len(tokenizer) + 1  # the image token last
     blip2_check.VOCAB = vocab
-    model_dir = os.path.join(d, "model")
     blip2_check.make_model_dir(model_dir, "opt", False)
     for name in os.listdir(FIXTURE):
         shutil.copy(os.path.join(FIXTURE, name), model_dir)
@@ -135,9 +168,9 @@ def dump(tool, family, out, steps, args):
     return load_file(out)
 
 
-def check_blip2(a, d):
+def check_blip2(a, d, lm="opt"):
     rng = np.random.default_rng(5)
-    model_dir, image_token = blip2_model(d)
+    model_dir, image_token = blip2_model(d, lm)
     data = blip2_data(d, a.rows, rng)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     processor = BlipImageProcessor.from_pretrained(model_dir)
@@ -149,7 +182,7 @@ def check_blip2(a, d):
     for config in configs:
         args = dict(model_dir=model_dir, data=data, batch_size=4, seq_len=40, threads=1, device="cpu", **config)
         steps = 3
-        ours = dump(a.batch_dump, "blip2-opt", os.path.join(d, "batches.safetensors"), steps, args)
+        ours = dump(a.batch_dump, f"blip2-{lm}", os.path.join(d, "batches.safetensors"), steps, args)
         if ours is None:
             return None
         max_length = config["max_length"] if config["max_length"] > 0 else args["seq_len"]
@@ -189,11 +222,15 @@ def check_blip2(a, d):
         labels = text["input_ids"] if config["caption_targets"] == "caption" else input_ids
         model = Blip2ForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32)
         with torch.no_grad():
-            logits = model(pixel_values=pixels, input_ids=input_ids, attention_mask=mask).logits
-        # Blip2ForConditionalGeneration's own loss on labels shorter than the sequence: its logits[:, -L:] then
-        # ForCausalLMLoss (transformers 5.17 calls .view on that slice, which fails unless it is contiguous).
-        theirs = float(ForCausalLMLoss(logits[:, -labels.size(1):, :].contiguous(), labels,
-                                       vocab_size=model.config.text_config.vocab_size))
+            if lm == "t5":  # the encoder reads image and caption, the decoder is trained on the labels
+                theirs = float(model(pixel_values=pixels, input_ids=input_ids, attention_mask=mask,
+                                     labels=labels).loss)
+            else:
+                logits = model(pixel_values=pixels, input_ids=input_ids, attention_mask=mask).logits
+                # Blip2ForConditionalGeneration's own loss on labels shorter than the sequence: its logits[:, -L:]
+                # then ForCausalLMLoss (transformers 5.17 calls .view on that slice, which fails unless contiguous).
+                theirs = float(ForCausalLMLoss(logits[:, -labels.size(1):, :].contiguous(), labels,
+                                               vocab_size=model.config.text_config.vocab_size))
         run_args = dict(args, max_steps=1, lr=1e-3, metrics=os.path.join(d, "metrics.jsonl"))
         losses = tessera_run.run(a.exe, run_args, [])
         if losses is None:
@@ -357,7 +394,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("batch_dump")
     ap.add_argument("exe")
-    ap.add_argument("--family", required=True, choices=["blip2", "vit", "bad", "catalogue"])
+    ap.add_argument("--family", required=True, choices=["blip2", "blip2-t5", "vit", "bad", "catalogue"])
     ap.add_argument("--extra-exe", action="append", default=[], help="catalogue: more entries to run")
     ap.add_argument("--rows", type=int, default=30)
     ap.add_argument("--pixel-tol", type=float, default=1e-5)
@@ -369,7 +406,8 @@ def main():
     hf_logging.disable_progress_bar()
     datasets.disable_progress_bars()
     torch.set_num_threads(1)
-    check = {"blip2": check_blip2, "vit": check_vit, "bad": check_bad, "catalogue": check_catalogue}[a.family]
+    check = {"blip2": check_blip2, "blip2-t5": lambda a, d: check_blip2(a, d, "t5"), "vit": check_vit,
+             "bad": check_bad, "catalogue": check_catalogue}[a.family]
     return tessera_run.verdict(tessera_run.in_work_dir(a.keep, lambda d: check(a, d)), a.expect_mismatch)
 
 

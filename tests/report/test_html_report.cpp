@@ -1,6 +1,7 @@
 // tests for report/html_report.hpp: reading metrics files back and the page's bars, lines and table.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -139,4 +140,66 @@ TEST_CASE("read_metrics checks the type of every field it reads, optional ones i
   CHECK_FALSE(m.done.contains("tokens_per_s"));
   const report::RunMetrics runs[] = {m};
   CHECK_NOTHROW(report::html_report(runs, "no steps"));
+}
+
+TEST_CASE("read_metrics bounds every count it reads, naming the file, the line and the field", "[report]") {
+  const std::string done = "{\"event\":\"done\",\"peak\":1,\"train_s\":0.5}\n";
+  const std::string memory = "{\"event\":\"memory\",\"step\":1,\"micro\":0,\"phase\":\"after_fwd\",\"params\":1,"
+                             "\"grads\":0,\"optim\":0,\"acts\":0,\"allocated\":1,\"peak\":1,\"reserved\":1,\"rank\":";
+  // Once: world_size 10^12 drew bars without end; rank 10^9 allocated until std::bad_alloc.
+  CHECK_THROWS_WITH(read_metrics(write_file("world.jsonl", "{\"event\":\"done\",\"peak\":1,\"train_s\":0.5,"
+                                                           "\"world_size\":1000000000000}\n")),
+                    Catch::EndsWith("world.jsonl:1: \"world_size\" is 1000000000000; a world size is 1 to 4096 (a "
+                                    "report draws at most 4096 ranks); this is not a metrics file a tessera run wrote"));
+  CHECK_THROWS_WITH(read_metrics(write_file("float.jsonl", "{\"event\":\"done\",\"peak\":1,\"train_s\":0.5,"
+                                                           "\"world_size\":1e12}\n")),
+                    Catch::Contains("float.jsonl:1: \"world_size\" is 1000000000000.0, not an integer"));
+  CHECK_THROWS_WITH(read_metrics(write_file("rank.jsonl", memory + "1000000000}\n" + done)),
+                    Catch::Contains("rank.jsonl:1: \"rank\" is 1000000000; a rank is 0 to 4095"));
+  CHECK_THROWS_WITH(read_metrics(write_file("urank.jsonl", memory + "18446744073709551615}\n" + done)),
+                    Catch::Contains("urank.jsonl:1: \"rank\" is 18446744073709551615; a rank is 0 to 4095"));
+  CHECK_THROWS_WITH(read_metrics(write_file("beyond.jsonl", memory + "3}\n{\"event\":\"done\",\"peak\":1,"
+                                                            "\"train_s\":0.5,\"world_size\":2}\n")),
+                    Catch::Contains("beyond.jsonl:1: \"rank\" is 3, but the done record (line 2) says "
+                                    "\"world_size\" 2"));
+  CHECK_THROWS_WITH(read_metrics(write_file("step.jsonl", "{\"event\":\"step\",\"step\":-1,\"loss\":1,\"step_ms\":1,"
+                                                          "\"tokens\":4}\n" + done)),
+                    Catch::Contains("step.jsonl:1: \"step\" is -1; an index of a step is 0 to 1000000000000"));
+  CHECK_THROWS_WITH(read_metrics(write_file("bytes.jsonl", memory.substr(0, memory.find("\"params\":1")) +
+                                                           "\"params\":9223372036854775807" +
+                                                           memory.substr(memory.find(",\"grads\"")) + "0}\n" + done)),
+                    Catch::Contains("bytes.jsonl:1: \"params\" is 9223372036854775807; a memory figure is within"));
+  CHECK_THROWS_WITH(read_metrics(write_file("loss.jsonl", "{\"event\":\"step\",\"step\":0,\"loss\":1e300,"
+                                                          "\"step_ms\":1,\"tokens\":4}\n" + done)),
+                    Catch::Contains("loss.jsonl:1: \"loss\" is 1e+300, beyond a float's range"));
+  CHECK_THROWS_WITH(read_metrics(write_file("long.jsonl", "{\"event\":\"run\",\"x\":\"" + std::string(2 << 20, 'x') +
+                                                          "\"}\n" + done)),
+                    Catch::Contains("long.jsonl:1: a line longer than 1048576 bytes"));
+  const auto fifo = write_file("fifo.jsonl", "").parent_path() / "pipe.jsonl";
+  std::filesystem::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);  // no writer: once, the report blocked in open()
+  CHECK_THROWS_WITH(read_metrics(fifo), Catch::Contains("pipe.jsonl: cannot be read (is a FIFO, not a regular file)"));
+}
+
+TEST_CASE("the axes' ticks end on huge, flat and tiny ranges", "[report]") {
+  // Once: 5000 added to 1e20 is 1e20, and the tick loop over losses of 1e20 and 1e20 + 16384 never ended.
+  const auto page_of = [](const std::string& name, const std::string& loss_a, const std::string& loss_b,
+                          std::int64_t last_step) {
+    const report::RunMetrics run = read_metrics(write_file(
+        name, "{\"event\":\"step\",\"step\":0,\"loss\":" + loss_a + ",\"step_ms\":1,\"tokens\":4}\n"
+              "{\"event\":\"step\",\"step\":" + std::to_string(last_step) + ",\"loss\":" + loss_b +
+              ",\"step_ms\":1,\"tokens\":4}\n{\"event\":\"done\",\"peak\":9007199254740992,\"train_s\":0.5,"
+              "\"predicted_peak\":1}\n"));
+    const report::RunMetrics runs[] = {run};
+    return report::html_report(runs, name);
+  };
+  for (const std::string page : {page_of("huge.jsonl", "100000000000000000000", "100000000000000016384", 1),
+                                 page_of("flat.jsonl", "1e20", "1e20", 1),
+                                 page_of("wide.jsonl", "-3.4e38", "3.4e38", 1000000000000),
+                                 page_of("tiny.jsonl", "1.0", "1.0000000001", 1)}) {
+    CHECK(count(page, "class=\"loss-line\"") == 1);
+    CHECK(page.find("nan") == std::string::npos);
+    CHECK(page.find("inf") == std::string::npos);
+    CHECK(count(page, "stroke=\"#ddd\"") < 100);  // grid lines: a handful per axis
+  }
 }

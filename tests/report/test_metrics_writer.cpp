@@ -17,13 +17,14 @@ using namespace tessera;
 
 TEST_CASE("an uncommitted metrics file leaves nothing behind", "[report]") {
   const auto path = std::filesystem::temp_directory_path() / ("tessera-mw-" + std::to_string(::getpid()) + ".jsonl");
+  const std::string partial = path.string() + ".partial-" + std::to_string(::getpid());
   {
     MetricsWriter w(path);
     w.write({{"event", "step"}, {"step", 0}});
-    CHECK(std::filesystem::exists(path.string() + ".partial"));
+    CHECK(std::filesystem::exists(partial));
   }
   CHECK_FALSE(std::filesystem::exists(path));
-  CHECK_FALSE(std::filesystem::exists(path.string() + ".partial"));
+  CHECK_FALSE(std::filesystem::exists(partial));
   {
     MetricsWriter w(path);
     w.write({{"event", "step"}, {"step", 0}});
@@ -60,7 +61,7 @@ TEST_CASE("a metrics line that cannot be written is an error at once, naming the
   CHECK(written < 40);  // about 4096 / 128 lines fit
   CHECK_THAT(message, Catch::StartsWith("metrics=" + path.string() + ": cannot write line ") &&
                           Catch::Contains("File too large"));
-  CHECK_FALSE(std::filesystem::exists(path.string() + ".partial"));
+  CHECK_FALSE(std::filesystem::exists(path.string() + ".partial-" + std::to_string(::getpid())));
 }
 
 TEST_CASE("a metrics path that is a directory or a device is refused", "[report]") {
@@ -80,4 +81,26 @@ TEST_CASE("the step line has the documented shape", "[report]") {
   r.mfu = 0.4126;  // known MFU (report/mfu.hpp) follows the rate
   CHECK(format_step_line(r, 100) == "step 12/100 | loss 3.2101 | lr 1.00e-03 | 812 ms | 5.0k tok/s | MFU 41.3%");
   CHECK(format_progress(50, 100, 10.0).find("50/100") != std::string::npos);
+}
+
+TEST_CASE("a link planted where the metrics' temporary file goes is never written through", "[report]") {
+  // Once "ln -s train.bin m.jsonl.partial" turned a 40,000-byte data file into the run's metrics.
+  const auto dir = std::filesystem::temp_directory_path() / ("tessera-mw-link-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "train.bin") << "the data";
+  for (const std::string& suffix : {std::string(".partial"), ".partial-" + std::to_string(::getpid())})
+    std::filesystem::create_symlink(dir / "train.bin", dir / ("m.jsonl" + suffix));
+  {
+    MetricsWriter w(dir / "m.jsonl");
+    w.write({{"event", "done"}});
+    w.commit();
+  }
+  std::string data, metrics;
+  std::getline(std::ifstream(dir / "train.bin"), data);
+  std::getline(std::ifstream(dir / "m.jsonl"), metrics);
+  CHECK(data == "the data");
+  CHECK(metrics == R"({"event":"done"})");
+  CHECK(std::filesystem::is_symlink(dir / ("m.jsonl.partial-" + std::to_string(::getpid()))));  // left alone
+  std::filesystem::remove_all(dir);
 }

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -100,8 +101,12 @@ TEST_CASE("write_chrome_trace leaves the file or nothing", "[report]") {
   tl::write_chrome_trace(dir / "t.json", trace);
   std::ifstream in(dir / "t.json");
   CHECK(nlohmann::json::parse(in) == trace);
-  CHECK_FALSE(std::filesystem::exists(dir / "t.json.partial"));
+  // t.json alone: no temporary file left
+  CHECK(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()) == 1);
   CHECK_THROWS_WITH(tl::write_chrome_trace(dir / "missing" / "t.json", trace), Catch::Contains("trace="));
-  CHECK_FALSE(std::filesystem::exists(dir / "missing" / "t.json.partial"));
+  CHECK_FALSE(std::filesystem::exists(dir / "missing"));
+  CHECK_THROWS_WITH(tl::write_chrome_trace("/dev/null", trace),
+                    "trace=/dev/null: is a character device, not a regular file; nothing was written. Give the path "
+                    "of a file to create or replace");
   std::filesystem::remove_all(dir);
 }

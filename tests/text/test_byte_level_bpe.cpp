@@ -128,7 +128,7 @@ TEST_CASE("ByteLevelBpe refuses what it does not implement, naming the key and t
   CHECK_THAT(refusal([](json& j) { j["model"]["type"] = "WordPiece"; }),
              Contains("tiny/tokenizer.json: model.type is \"WordPiece\", not \"BPE\"; tessera reads byte-level BPE from "
                       "tokenizer.json (GPT-2, OPT, RoBERTa); for a SentencePiece model (Llama, T5) give its "
-                      "tokenizer.model instead"));
+                      "tokenizer.model (T5: spiece.model) instead"));
   CHECK_THAT(refusal([](json& j) { j["normalizer"] = {{"type", "NFC"}}; }),
              Contains("normalizer is {\"type\":\"NFC\"}, not null"));
   CHECK_THAT(refusal([](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; }),

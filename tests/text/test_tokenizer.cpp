@@ -116,7 +116,16 @@ TEST_CASE("Tokenizer: a directory with tokenizer.json and tokenizer.model uses t
                                ": bos_token is \"<bos>\" (there or in special_tokens_map.json), which tokenizer.model has "
                                "no token for; name a token the tokenizer has, or remove the key");
   fs::remove(dir / "tokenizer_config.json");
+  // T5 and Flan-T5 as the hub ships them: spiece.model beside the conversion; tokenizer.model wins when both exist.
+  fs::rename(dir / "tokenizer.model", dir / "spiece.model");
+  const Tokenizer flan = Tokenizer::load(dir);
+  CHECK(flan.kind() == "sentencepiece");
+  CHECK(flan.source() == dir / "spiece.model");
+  CHECK(flan.encode("the quick brown fox") == Tokenizer::load(text_fixture("sp_unigram")).encode("the quick brown fox"));
+  fs::copy_file(text_fixture("sp_bpe") / "tokenizer.model", dir / "tokenizer.model");
+  CHECK(Tokenizer::load(dir).source() == dir / "tokenizer.model");
   fs::remove(dir / "tokenizer.model");
+  fs::remove(dir / "spiece.model");
   CHECK_THAT(load_error(dir), Contains("tokenizer.json: model.type is \"Unigram\", not \"BPE\""));
   fs::remove_all(dir);
 }
@@ -124,9 +133,11 @@ TEST_CASE("Tokenizer: a directory with tokenizer.json and tokenizer.model uses t
 TEST_CASE("Tokenizer::load refuses missing, damaged and unsupported files, saying what to do", "[text]") {
   const fs::path dir = text_scratch_dir("tok-bad");
   const std::string hint =
-      "give a model directory with tokenizer.json, tokenizer.model or vocab.json + merges.txt, or one of those files";
+      "give a model directory with tokenizer.json, tokenizer.model (spiece.model) or vocab.json + merges.txt, or one of "
+      "those files";
   CHECK(load_error(dir / "absent") == (dir / "absent").string() + ": no such file or directory; " + hint);
-  CHECK(load_error(dir) == dir.string() + ": has no tokenizer.json, tokenizer.model or vocab.json + merges.txt; " + hint);
+  CHECK(load_error(dir) ==
+        dir.string() + ": has no tokenizer.json, tokenizer.model, spiece.model or vocab.json + merges.txt; " + hint);
   write_text(dir / "vocab.json", "{}");
   CHECK(load_error(dir) == dir.string() + ": has vocab.json but no merges.txt beside it; " + hint);
   CHECK(load_error(dir / "vocab.json") ==

@@ -20,12 +20,33 @@ struct config_enum<LrScaling> {
       {{LrScaling::none, "none"}, {LrScaling::linear, "linear"}}};
 };
 
-// reduce_dtype: the dtype gradients are averaged across ranks in.
-enum class ReduceDtype { fp32, bf16, fp16 };
+// memory_ranks: the memory lines of a job of several ranks: max = one line, each figure the largest over the ranks
+// (with the rank it is on); all = a line per rank as well (seed 001's lab prints each rank's Allocated/Reserved).
+enum class MemoryRanks { max, all };
+template <>
+struct config_enum<MemoryRanks> {
+  static constexpr std::array<std::pair<MemoryRanks, std::string_view>, 2> values{
+      {{MemoryRanks::max, "max"}, {MemoryRanks::all, "all"}}};
+};
+
+// memory_micro: under gradient accumulation, which micro-steps print their phases: first = micro-step 0 (and the
+// step's optimizer phase); all = every micro-step (seed 002's "more output lines per step").
+enum class MemoryMicro { first, all };
+template <>
+struct config_enum<MemoryMicro> {
+  static constexpr std::array<std::pair<MemoryMicro, std::string_view>, 2> values{
+      {{MemoryMicro::first, "first"}, {MemoryMicro::all, "all"}}};
+};
+
+// reduce_dtype: the dtype gradients are averaged across ranks in; param = the gradients' own dtype (the parameter
+// dtype, as torch DDP and FSDP2 reduce), with no copy.
+enum class ReduceDtype { param, fp32, bf16, fp16 };
 template <>
 struct config_enum<ReduceDtype> {
-  static constexpr std::array<std::pair<ReduceDtype, std::string_view>, 3> values{
-      {{ReduceDtype::fp32, "fp32"}, {ReduceDtype::bf16, "bf16"}, {ReduceDtype::fp16, "fp16"}}};
+  static constexpr std::array<std::pair<ReduceDtype, std::string_view>, 4> values{{{ReduceDtype::param, "param"},
+                                                                                    {ReduceDtype::fp32, "fp32"},
+                                                                                    {ReduceDtype::bf16, "bf16"},
+                                                                                    {ReduceDtype::fp16, "fp16"}}};
 };
 
 // cpu_lowp: how bf16/fp16 matrix products run on the CPU: LibTorch's 16-bit kernels (native), or widened to fp32 and
@@ -88,6 +109,7 @@ struct RunConfig {
   std::optional<double> weight_decay;
   double beta1 = 0.9;
   double beta2 = 0.999;
+  bool optimizer_in_backward = false;
   std::string metrics;
   std::string trace;
   std::string save_dir;
@@ -98,7 +120,7 @@ struct RunConfig {
   double collective_timeout_s = 600.0;
   double bucket_cap_mb = 25.0;
   std::int64_t shard_group_size = 0;
-  ReduceDtype reduce_dtype = ReduceDtype::fp32;
+  ReduceDtype reduce_dtype = ReduceDtype::param;
   std::string wrap_blocks = "all";
   std::int64_t lora_r = 16;
   double lora_alpha = 32.0;
@@ -113,6 +135,8 @@ struct RunConfig {
   CpuLowp cpu_lowp = CpuLowp::auto_;
   std::int64_t log_every = 1;
   std::int64_t memory_every = 50;
+  MemoryRanks memory_ranks = MemoryRanks::max;
+  MemoryMicro memory_micro = MemoryMicro::first;
   double peak_tflops = 0.0;
   bool predict = true;
   std::string device_memory;
@@ -128,7 +152,7 @@ std::optional<std::int64_t> parse_bytes(std::string_view text);
 template <>
 struct config_fields<RunConfig> {
   static constexpr std::string_view title = "run config";
-  static constexpr std::array<FieldDoc, 60> docs{{
+  static constexpr std::array<FieldDoc, 63> docs{{
       {"model",
        "model preset of the experiment's model family (--help lists them, e.g. tiny); ignored when model_dir "
        "is set"},
@@ -190,6 +214,10 @@ struct config_fields<RunConfig> {
       {"weight_decay", "weight decay coefficient; none = the optimizer's default (AdamW 0.01, SGD 0)"},
       {"beta1", "AdamW/Adam8bit: decay of the first moment, in [0, 1) (torch's default 0.9)"},
       {"beta2", "AdamW/Adam8bit: decay of the second moment, in [0, 1) (torch's default 0.999; litgpt's 0.95)"},
+      {"optimizer_in_backward",
+       "true = update each unit as soon as its gradient is final during the last micro-step's backward, and free "
+       "that gradient then (the same numbers; gradients never all exist at once); not with fp16 loss scaling or an "
+       "offload policy"},
       {"metrics", "JSONL file to write per-step metrics to; empty = no metrics file"},
       {"trace",
        "Chrome trace (JSON, opens in Perfetto) to write: one lane per rank with each step, micro-step, unit's "
@@ -212,7 +240,8 @@ struct config_fields<RunConfig> {
       {"bucket_cap_mb", "Ddp/Zero1: MiB of gradients per all-reduce bucket, > 0"},
       {"shard_group_size",
        "HybridShard: ranks per shard group, dividing the number of ranks; 0 = the ranks of one node"},
-      {"reduce_dtype", "dtype gradients are averaged across ranks in: fp32, bf16 or fp16"},
+      {"reduce_dtype", "dtype gradients are averaged across ranks in: param (theirs: the parameter dtype, as torch "
+                       "DDP and FSDP2; no copy), fp32, bf16 or fp16 (a copy of each gradient bucket or unit)"},
       {"wrap_blocks",
        "ShardGradOp/FullShard/HybridShard: the FSDP units, as Lightning's auto_wrap_policy: comma-separated block "
        "types (e.g. LlamaDecoderLayer) or module names (by suffix, e.g. embed_tokens) that each become a unit; "
@@ -247,6 +276,12 @@ struct config_fields<RunConfig> {
        "native where the CPU has the instructions, else widen"},
       {"log_every", "print a step line every N steps"},
       {"memory_every", "take memory snapshots at steps 0, 1 and every N steps"},
+      {"memory_ranks",
+       "several ranks: max = print one memory line per phase, each figure the largest over the ranks; all = also a "
+       "line per rank (the metrics file has every rank's either way)"},
+      {"memory_micro",
+       "under accumulate_grad_batches > 1: first = print the phases of micro-step 0 only; all = of every micro-step "
+       "(the metrics file has every micro-step's either way)"},
       {"peak_tflops",
        "peak TFLOP/s of one device for MFU (Llama, OPT); 0 = the GPU's from tessera's table (H100, H200, A100), "
        "none on the CPU"},

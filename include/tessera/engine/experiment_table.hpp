@@ -9,7 +9,9 @@
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 
+#include "tessera/engine/checkpoint_dir_lock.hpp"
 #include "tessera/engine/seed_keys.hpp"
+#include "tessera/engine/tensor_bytes.hpp"
 #include "tessera/engine/trainer.hpp"
 #include "tessera/core/paths.hpp"
 #include "tessera/memory/counting_cpu_allocator.hpp"
@@ -46,6 +48,23 @@ std::string Trainer<Exp>::describe() const {
   std::string sharding = std::string(Sharding::name) + " (ZeRO stage " + std::to_string(stage) + ")";
   if constexpr (stage <= 1) sharding += ", " + std::to_string(engine_.num_buckets()) + " gradient bucket(s)";
   if constexpr (stage >= 1) sharding += ", shard group of " + std::to_string(group_size_) + " rank(s)";
+  if (runtime_.world_size > 1) {  // a job of one rank reduces nothing
+    const std::string reduced = torch_dtype_name(engine_.reduce_dtype());
+    if (engine_.reduce_dtype() == engine_.grad_dtype())
+      sharding += ", gradients reduced in " + reduced + " (their own dtype, no copy)";
+    else if constexpr (stage <= 1) {
+      char mib[32];
+      std::snprintf(mib, sizeof mib, "%.1f MiB", static_cast<double>(engine_.reduce_copy_bytes()) / (1 << 20));
+      sharding += ", gradients reduced in " + reduced +
+                  (cfg_.reduce_dtype == ReduceDtype::param ? " (MpiCommunicator adds 16-bit values in fp32)"
+                                                           : " (reduce_dtype)") +
+                  ": a copy of each bucket while it is reduced, up to " + mib + " at once";
+    } else
+      sharding += ", gradients reduced in " + reduced +
+                  (cfg_.reduce_dtype == ReduceDtype::param ? " (MpiCommunicator adds 16-bit values in fp32)"
+                                                           : " (reduce_dtype)") +
+                  ": each unit's full gradients in it";
+  }
   if constexpr (stage >= 2) {
     const std::size_t root = engine_.root_units().size();
     sharding += ", " + std::to_string(units_.size() - root) + " wrapped unit(s) + a root of " + std::to_string(root) +
@@ -206,6 +225,9 @@ RunSummary Trainer<Exp>::run(std::optional<std::int64_t> predicted_peak) {
       dist::watchdog::stop();
     }
   } guards(cfg_, runtime_, checkpoints);
+  // checkpoint_dir created, proven writable on every rank and locked against a second run, before step 1.
+  std::optional<CheckpointDirLock> checkpoint_dir_lock;
+  if (checkpoints) checkpoint_dir_lock.emplace(cfg_.checkpoint_dir, engine_.comms().world, runtime_.device);
   std::int64_t first = 0;
   bool held = false;  // checkpoint_dir already holds the step this run starts at
   if (!cfg_.resume.empty()) {

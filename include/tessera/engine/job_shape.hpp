@@ -15,7 +15,7 @@
 
 namespace tessera {
 
-// reduce_dtype as a torch dtype.
+// reduce_dtype as a torch dtype; param as Undefined (ShardPlan::reduce_dtype: the gradients' own dtype).
 c10::ScalarType reduce_dtype_of(ReduceDtype dtype);
 
 // Ranks per shard group for a policy in a job, or ConfigError saying why the job does not suit it.

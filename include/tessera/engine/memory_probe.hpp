@@ -16,7 +16,7 @@ namespace tessera {
 class MemoryProbe {
  public:
   // The first snapshot's widened peak counts from here.
-  MemoryProbe(std::int64_t memory_every, const Runtime& runtime, Reporter& reporter);
+  MemoryProbe(const RunConfig& cfg, const Runtime& runtime, Reporter& reporter);
 
   bool due(std::int64_t step) const { return step <= 1 || step % every_ == 0; }
   // Records (and prints on rank 0) one point; `owned` is this rank's figures. Collective when due.
@@ -29,6 +29,8 @@ class MemoryProbe {
 
  private:
   std::int64_t every_;
+  MemoryRanks ranks_;
+  MemoryMicro micro_;
   const Runtime& runtime_;
   Reporter& reporter_;
   std::vector<memory::MemorySnapshot> own_, job_;

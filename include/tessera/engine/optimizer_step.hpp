@@ -2,7 +2,9 @@
 // defines: OptimizerStep<Optimizer, Precision, Offload>, the update half of a training step: loss-scale
 // bookkeeping (fp16), the optimizer's state (created at the first step, as torch.optim does), and under
 // OffloadOptimizer/OffloadParams the host side (fp32 masters, gradient copies made during backward, the fused
-// CPU step and the copy back). It updates every trainable unit's update_slice with its grad_slice.
+// CPU step and the copy back). It updates every trainable unit's update_slice with its grad_slice: all at once in
+// apply(), or (in_backward, once arm()ed for a step) each unit as soon as the engine says its gradient is final,
+// freeing that gradient then, with apply() updating whatever backward did not reach.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
@@ -38,8 +40,22 @@ template <class Optimizer, class Precision, class Offload>
 class OptimizerStep {
  public:
   static constexpr bool offloads = Offload::offloads_optimizer;
+  // Updates during backward need every unit's update to be independent of the others' gradients: not under fp16
+  // loss scaling (one inf anywhere skips the whole step) nor offload (its own overlap with backward).
+  static constexpr bool can_step_in_backward = !offloads && !Precision::loss_scaling;
 
-  OptimizerStep(UnitEngine& engine, ParamStore& store) : engine_(engine), store_(store) {
+  OptimizerStep(UnitEngine& engine, ParamStore& store, bool in_backward = false) : engine_(engine), store_(store) {
+    if (in_backward) {
+      if constexpr (can_step_in_backward) {
+        engine_.on_grad_ready([this](std::size_t u) {
+          if (!armed_) return;
+          at::NoGradGuard no_grad;
+          step_unit(slot_[u], *armed_);
+          stepped_[slot_[u]] = true;
+          engine_.release_grad(u);
+        });
+      }
+    }
     if constexpr (offloads) {
       std::vector<at::Tensor> slices;
       for (std::size_t u : trainable_units()) slices.push_back(engine_.update_slice(u));
@@ -97,11 +113,12 @@ class OptimizerStep {
     for (std::size_t i = 0; i < units.size(); ++i) {
       const std::size_t u = units[i];
       const std::string unit = std::to_string(u) + ".";
-      if constexpr (offloads && !Offload::offloads_parameters) in.read_part(unit + "master", offload_->master(i), store_.shard_offset(u));
+      if constexpr (offloads && !Offload::offloads_parameters)
+        in.read_part(unit + "master", offload_->master(i), store_.shard_offset(u), store_.unit_numel(u));
       if (has_state)
         for (const StateTensor& t : Optimizer::state_tensors(state_[i])) {
           if (!t.tensor.defined()) continue;
-          if (t.per_element) in.read_part(unit + std::string(t.name), t.tensor, store_.shard_offset(u));
+          if (t.per_element) in.read_part(unit + std::string(t.name), t.tensor, store_.shard_offset(u), store_.unit_numel(u));
           else in.read_local(unit + std::string(t.name), t.tensor, store_.layout().group_rank);
         }
       if constexpr (requires(typename Optimizer::State st) { st.steps; })
@@ -121,8 +138,21 @@ class OptimizerStep {
     return false;
   }
 
-  // One update on the gradients the engine holds. Returns false when loss scaling found inf/nan gradients (on
-  // any rank) and skipped it. Collective when loss scaling or sharding are.
+  // in_backward: the coming backward (the step's last micro-step) updates each unit with `hyper` as its gradient
+  // becomes final. The optimizer's state appears now, at the first step, as in torch.optim.
+  void arm(const StepHyper& hyper) {
+    if constexpr (can_step_in_backward) {
+      const std::vector<std::size_t>& units = trainable_units();
+      if (state_.empty())
+        for (std::size_t u : units) state_.push_back(init_state(u));
+      stepped_.assign(units.size(), false);
+      armed_ = hyper;
+    }
+  }
+
+  // One update on the gradients the engine holds (the units backward did not update, once armed). Returns false
+  // when loss scaling found inf/nan gradients (on any rank) and skipped it. Collective when loss scaling or
+  // sharding are.
   bool apply(const StepHyper& hyper) {
     at::NoGradGuard no_grad;
     if constexpr (offloads) offload_->wait_grads();
@@ -139,20 +169,9 @@ class OptimizerStep {
     }
     if (state_.empty())  // state appears at the first step, as in torch.optim
       for (std::size_t u : units) state_.push_back(init_state(u));
-    for (std::size_t i = 0; i < units.size(); ++i) {
-      const std::size_t u = units[i];
-      at::Tensor slice = engine_.update_slice(u);
-      if constexpr (offloads) {
-        bool filled = false;
-        if constexpr (CpuFusedOptimizer<Optimizer>)
-          filled = Optimizer::cpu_step(state_[i], offload_->master(i), offload_->grad(i), hyper, offload_->staging(i));
-        else
-          Optimizer::step(state_[i], offload_->master(i), offload_->grad(i), hyper);
-        offload_->push(i, slice, filled);
-      } else {
-        Optimizer::step(state_[i], slice, engine_.grad_slice(u), hyper);
-      }
-    }
+    for (std::size_t i = 0; i < units.size(); ++i)
+      if (!armed_ || !stepped_[i]) step_unit(i, hyper);
+    armed_.reset();
     if constexpr (offloads) offload_->finish_push();
     engine_.sync_params();
     return true;
@@ -169,6 +188,22 @@ class OptimizerStep {
         }
     }
     return units_;
+  }
+
+  // The update of the i-th trainable unit.
+  void step_unit(std::size_t i, const StepHyper& hyper) {
+    const std::size_t u = units_[i];
+    at::Tensor slice = engine_.update_slice(u);
+    if constexpr (offloads) {
+      bool filled = false;
+      if constexpr (CpuFusedOptimizer<Optimizer>)
+        filled = Optimizer::cpu_step(state_[i], offload_->master(i), offload_->grad(i), hyper, offload_->staging(i));
+      else
+        Optimizer::step(state_[i], offload_->master(i), offload_->grad(i), hyper);
+      offload_->push(i, slice, filled);
+    } else {
+      Optimizer::step(state_[i], slice, engine_.grad_slice(u), hyper);
+    }
   }
 
   // Optimizer state for unit u's update slice: on the CPU master under offload (always fp32 there).
@@ -195,6 +230,8 @@ class OptimizerStep {
   std::vector<std::size_t> slot_;   // per unit: its index in units_ (the offload's and the state's numbering)
   std::optional<CpuOffload> offload_;
   std::vector<typename Optimizer::State> state_;
+  std::optional<StepHyper> armed_;  // in_backward: the hyperparameters of the step whose backward updates
+  std::vector<bool> stepped_;       // per trainable unit: updated in that backward
   LossScaler scaler_;
 };
 

@@ -85,7 +85,7 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   explicit Trainer(RunConfig cfg, ReportOptions report = {})
-      : cfg_(with_global_batch(std::move(cfg), job::place().size)),
+      : cfg_(checked_step_in_backward(with_global_batch(std::move(cfg), job::place().size))),
         place_(job::place()),
         group_size_(tessera::shard_group_size<Sharding>(cfg_, place_)),
         runtime_(make_runtime(cfg_, place_)),
@@ -109,8 +109,8 @@ class Trainer {
         reporter_(cfg_.metrics.empty() || runtime_.rank != 0 ? MetricsWriter() : MetricsWriter(cfg_.metrics),
                   ReportOptions{report.print && runtime_.rank == 0, cfg_.log_every, report.print_config,
                                 report.progress && runtime_.world_size == 1}),
-        probe_(cfg_.memory_every, runtime_, reporter_),
-        update_(filled_engine(), store_) {
+        probe_(cfg_, runtime_, reporter_),
+        update_(filled_engine(), store_, cfg_.optimizer_in_backward) {
     position_.rank = runtime_.rank;
   }
 
@@ -171,6 +171,7 @@ class Trainer {
       const Batch batch = data_.batch(step, m, runtime_.rank, runtime_.device);
       probe(step, m, memory::Phase::before_forward);
       engine_.begin_micro(m + 1 == accumulate);
+      if (m + 1 == accumulate && cfg_.optimizer_in_backward) update_.arm(step_hyper());
       at::Tensor loss = forward(batch);
       probe(step, m, memory::Phase::after_forward);
       (loss * (micro_weight * update_.loss_scale())).backward();
@@ -186,7 +187,7 @@ class Trainer {
   // found inf/nan gradients (on any rank) and skipped the update.
   bool apply_gradients() {
     const timeline::Scope timed(timeline::Kind::optimizer);
-    const bool applied = update_.apply(StepHyper{lr(), weight_decay(), cfg_.beta1, cfg_.beta2});
+    const bool applied = update_.apply(step_hyper());
     engine_.release_grads();
     return applied;
   }
@@ -250,6 +251,23 @@ class Trainer {
   nlohmann::json run_record() const;
 
  private:
+  StepHyper step_hyper() const { return StepHyper{lr(), weight_decay(), cfg_.beta1, cfg_.beta2}; }
+
+  // optimizer_in_backward=true where this experiment's updates can run unit by unit during backward.
+  static RunConfig checked_step_in_backward(RunConfig cfg) {
+    using Update = OptimizerStep<Optimizer, Precision, Offload>;
+    if (cfg.optimizer_in_backward && !Update::can_step_in_backward)
+      throw ConfigError(
+          "optimizer_in_backward=true: " +
+          (Precision::loss_scaling
+               ? "this experiment's precision (" + std::string(Precision::name) + ") scales the loss, and its scaler "
+                 "must see every gradient (an inf anywhere skips the whole step) before any update"
+               : "this experiment offloads (" + std::string(Offload::name) + "), whose host-side update already "
+                 "overlaps backward") +
+          "; leave optimizer_in_backward=false");
+    return cfg;
+  }
+
   // The store's first values, before the optimizer side copies them (offload masters); model_dir's weights are
   // closed then. Returns the engine, for OptimizerStep.
   UnitEngine& filled_engine() {

@@ -137,7 +137,7 @@ std::int64_t Trainer<Exp>::resume_from(const std::filesystem::path& dir) {
       at::NoGradGuard no_grad;
       for (std::size_t u = 0; u < store_.num_units(); ++u)
         reader->read_part(std::to_string(u) + ".param", store_.flat_param(u),
-                          store_.layout().store_shards ? store_.shard_offset(u) : 0);
+                          store_.layout().store_shards ? store_.shard_offset(u) : 0, store_.unit_numel(u));
       update_.load_state(*reader);
     } catch (const std::exception& e) {
       failure = key + e.what();

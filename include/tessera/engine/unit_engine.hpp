@@ -55,7 +55,10 @@ struct ShardPlan {
   int stage = 0;                                 // sharding_stage<Policy>: 0 .. 3
   std::int64_t bucket_bytes = 25ll << 20;        // stages 0/1: gradient bucket size
   c10::ScalarType compute_dtype = c10::ScalarType::Float;
-  c10::ScalarType reduce_dtype = c10::ScalarType::Float;  // dtype gradients are communicated in
+  // The dtype gradients are communicated in; Undefined: their own (the store's dtype, as torch DDP and FSDP2), with
+  // no copy, except 16-bit gradients on the CPU: fp32, which MpiCommunicator adds them in anyway. Another dtype than
+  // the gradients' costs a copy of each bucket (at most two in flight) or holds each unit's full gradients in it.
+  c10::ScalarType reduce_dtype = c10::ScalarType::Undefined;
   bool prefetch = true;                          // stage 3: start the next call's all-gather early
   c10::Device device = c10::Device(c10::DeviceType::CPU);  // where the computation runs
 };
@@ -91,6 +94,10 @@ class UnitEngine final : public models::CallRunner {
   bool trainable(std::size_t u) const { return trainable_[u]; }
   // The dtype of every gradient buffer the optimizer reads (grad_slice).
   c10::ScalarType grad_dtype() const { return grad_dtype_; }
+  // The dtype gradients are communicated in, and (stages 0/1) the most the copies into it hold at once: the two
+  // largest buckets in that dtype, or 0 when it is the gradients' own.
+  c10::ScalarType reduce_dtype() const { return reduce_dtype_; }
+  std::int64_t reduce_copy_bytes() const;
 
   // Before each micro-step's forward: marks whether this is the last micro-step of the optimizer step
   // (stages 0/1 and HybridShard reduce only then). Gradients are allocated at the first backward.
@@ -99,6 +106,9 @@ class UnitEngine final : public models::CallRunner {
   void finish_gradients();
   bool has_grads() const { return has_grads_; }
   void release_grads();
+  // Frees unit u's gradient before release_grads (optimizer_in_backward: its update has used it), and under stages
+  // 0/1 its bucket once every unit of the bucket is freed. finish_gradients leaves a freed unit alone.
+  void release_grad(std::size_t unit);
   // Called once per unit and optimizer step, on the last micro-step, as soon as grad_slice(unit) is final
   // (during backward where the policy allows it, else in finish_gradients).
   using GradReady = std::function<void(std::size_t unit)>;
@@ -142,7 +152,7 @@ class UnitEngine final : public models::CallRunner {
   };
   struct Bucket {
     at::Tensor flat;             // gradients of its units, param dtype
-    at::Tensor wire;             // reduce-dtype copy while in flight (when dtypes differ)
+    at::Tensor wire;             // reduce-dtype copy while in flight (when the dtypes differ)
     std::vector<std::size_t> units;
     std::size_t complete = 0;
     dist::AnyWork work;
@@ -162,6 +172,7 @@ class UnitEngine final : public models::CallRunner {
   void prefetch_call(std::size_t c);
   void unit_complete(std::size_t unit);
   void drain_scatters(std::size_t keep);
+  void land_bucket(Bucket& b);
   void hold_root(std::size_t c);
   void drop_root();
   void root_unit_complete();
@@ -184,6 +195,7 @@ class UnitEngine final : public models::CallRunner {
   std::vector<bool> trainable_;
   std::vector<bool> call_trains_;  // per call: it reads a trainable unit
   c10::ScalarType grad_dtype_;
+  c10::ScalarType reduce_dtype_;  // plan_.reduce_dtype, or grad_dtype_ where the plan leaves it Undefined
   std::vector<int> uses_;       // calls using each unit
   std::vector<int> uses_left_;  // of those, still to run their backward this micro-step
   int open_calls_ = 0;          // calls whose forward ran through the node and whose backward has not
@@ -203,8 +215,10 @@ class UnitEngine final : public models::CallRunner {
   // Stages 2/3: full_grads_[u] exists from u's first backward call of a micro-step until its reduce-scatter;
   // grad_slices_[u] is the persistent shard, from the first reduce-scatter of the step.
   std::vector<bool> written_;
+  std::vector<bool> released_;  // release_grad(u) ran this step
   std::vector<Bucket> buckets_;
   std::vector<std::size_t> bucket_of_;
+  std::deque<std::size_t> wires_;  // buckets whose reduce-dtype copy is in flight, oldest first (at most two)
   std::vector<at::Tensor> full_grads_;
   std::vector<at::Tensor> grad_slices_;
   std::deque<Scatter> scatters_;

@@ -22,6 +22,15 @@ namespace tessera::report {
 
 inline constexpr std::string_view phase_labels[] = {"before_fwd", "after_fwd", "after_bwd", "after_opt"};
 
+// What a metrics file may claim; read_metrics refuses a record past these (FormatError naming the file, the line and
+// the field), so that no count read drives a loop or an allocation (once: world_size 10^12 looped without end, rank
+// 10^9 allocated until std::bad_alloc). Each is far beyond any run tessera makes.
+inline constexpr std::int64_t kMaxReportRanks = 4096;             // world_size, and ranks below it: bars on the page
+inline constexpr std::int64_t kMaxReportStep = 1'000'000'000'000;  // step and micro-step indices
+inline constexpr std::int64_t kMaxReportBytes = 1LL << 53;        // 8 PiB: any memory figure (exact in a double)
+inline constexpr double kMaxReportLoss = 3.4028234663852886e38;   // FLT_MAX: a loss past float's range is no run's
+inline constexpr std::size_t kMaxRecordBytes = 1 << 20;           // one line of the file
+
 struct MemoryRecord {
   std::int64_t step = 0, micro = 0, rank = 0;
   std::string phase;  // one of phase_labels
@@ -55,8 +64,9 @@ struct RunMetrics {
 };
 
 // Reads a metrics file (report/reporter.hpp's records). FormatError "FILE:LINE: reason; fix" for a line that is not
-// a JSON object, a record missing a field or holding one of the wrong type, or a file with no done record (a run
-// still going, or not a tessera metrics file); Error when the file cannot be read.
+// a JSON object, a record missing a field, holding one of the wrong type or past the bounds above, or a file with no
+// done record (a run still going, or not a tessera metrics file); Error when the file cannot be read (missing, or a
+// directory, FIFO or device: refused without blocking).
 RunMetrics read_metrics(const std::filesystem::path& path);
 
 // The page, for one or more runs. Error for none.

@@ -41,8 +41,8 @@ class Reporter {
   // print_line: also print the snapshot's table line (the JSONL file gets every snapshot).
   void memory(const memory::MemorySnapshot& snapshot, bool print_line);
   // Every rank's snapshot of one point (rank 0 of a job): one record per rank in the file, and one line
-  // of per-figure maxima over the ranks.
-  void memory_of_ranks(std::span<const memory::MemorySnapshot> ranks, bool print_line);
+  // of per-figure maxima over the ranks, followed (each_rank) by every rank's own line.
+  void memory_of_ranks(std::span<const memory::MemorySnapshot> ranks, bool print_line, bool each_rank = false);
   // Writes the done record (train_s and peak plus `extra`); commit() then gives the metrics file its name.
   void done(double train_s, std::int64_t peak_bytes, nlohmann::json extra);
   void commit() { metrics_.commit(); }

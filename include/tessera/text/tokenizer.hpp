@@ -20,9 +20,9 @@ namespace tessera::text {
 class Tokenizer {
  public:
   // `path` is a model directory or a file in one:
-  //   directory        its tokenizer.json when that is a byte-level BPE; else its tokenizer.model; else its
-  //                    vocab.json + merges.txt; else its tokenizer.json's reason for refusal. (A Llama or T5 directory
-  //                    has both tokenizer.json and tokenizer.model: the .model is the original.)
+  //   directory        its tokenizer.json when that is a byte-level BPE; else its tokenizer.model (T5's spiece.model
+  //                    without one); else its vocab.json + merges.txt; else its tokenizer.json's reason for refusal.
+  //                    (A Llama or T5 directory has both tokenizer.json and the .model: the .model is the original.)
   //   *.model          a SentencePiece model
   //   vocab.json, merges.txt   the pair (the other one beside it)
   //   any other *.json a tokenizer.json

@@ -1,0 +1,20 @@
+# The memory judge's counter (bench/memory_vs_hf.py: LiveBytes, the live-storage TorchDispatchMode that counts the
+# Hugging Face stack's peak on the meta device) against hand counts and torch's own MemTracker
+# (tests/reference/check_memory_judge.py): on tiny Llama, OPT and ViT configs, two optimizer steps of two
+# micro-batches, the parameters, gradients and the state of AdamW (foreach and fused), SGD and 8-bit Adam equal
+# formulas from the config to the byte, with the optimizer step's temporaries; the same steps on real CPU tensors
+# give the counter and torch.distributed._tools.mem_tracker.MemTracker the same peak, and the meta run the CPU run's
+# peak and phases, to the byte. No tessera binary is involved. The negative control keys the counter by tensor
+# instead of storage and must see a mismatch. Both take about 10 s on one core.
+execute_process(COMMAND ${TESSERA_PYTHON} -c "import transformers" RESULT_VARIABLE _no_transformers_judge
+                OUTPUT_QUIET ERROR_QUIET)
+if(_no_transformers_judge)
+  message(STATUS "tessera: ${TESSERA_PYTHON} cannot import transformers; the memory judge's check is not registered")
+  return()
+endif()
+
+set(_check_memory_judge ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_memory_judge.py")
+add_test(NAME reference.memory_judge COMMAND ${_check_memory_judge})
+add_test(NAME reference.memory_judge_negative_control COMMAND ${_check_memory_judge} --perturb --expect-mismatch)
+set_tests_properties(reference.memory_judge reference.memory_judge_negative_control PROPERTIES
+  LABELS reference TIMEOUT 120)
