@@ -1,5 +1,6 @@
 # Issue 28's faults: tessera-report on hostile metrics files and outputs, temporary files planted as links, readers
-# given FIFOs, image headers that claim more than their files hold, and outputs that are inputs by another spelling.
+# given FIFOs, image headers that claim more than their files hold, outputs that are inputs by another spelling, and the
+# memory a long one-line text takes to tokenize.
 # Each test fails on the code before its fix (the comment above it says how) and passes after, in a few seconds; a
 # command that once hung runs under a short timeout, so that it fails fast. Variables from TesseraTestCli.cmake.
 if(NOT TESSERA_BUILD_EXAMPLES)
@@ -93,3 +94,9 @@ tessera_cli_test(metrics_is_resumed_manifest 2
   "metrics=ck/step-00000002/manifest.json: is inside resume=ck/step-00000002, an input of this run"
   "mkdir -p ck/step-00000002 && printf '{}' > ck/step-00000002/manifest.json"
   ${_fp32} ${_small} resume=ck/step-00000002 metrics=ck/step-00000002/manifest.json)
+
+# An 8 MB one-line .txt tokenized with a SentencePiece BPE: peak RSS at most 250 MiB above a run on a 2 KB line
+# (tests/cli/long_line_memory.sh; once: about 1,040 MiB above it, the whole line in libsentencepiece at once).
+add_test(NAME cli.long_line_tokenized_in_chunks
+  COMMAND bash "${CMAKE_CURRENT_SOURCE_DIR}/cli/long_line_memory.sh" ${_fp32} ${_sp_tok})
+set_tests_properties(cli.long_line_tokenized_in_chunks PROPERTIES LABELS cli TIMEOUT 120)

@@ -18,8 +18,16 @@ add_test(NAME reference.tokenizers_negative_control_bpe
   COMMAND ${_check_tokenizers} ${_fixtures}/bpe_json --perturb --expect-mismatch)
 add_test(NAME reference.tokenizers_negative_control_sentencepiece
   COMMAND ${_check_tokenizers} ${_fixtures}/sp_unigram --perturb --expect-mismatch)
+# Long one-line texts (about 300 KB each, --long) encoded by tessera in chunks, at every cut (--chunk-bytes 1) and
+# in 4 KiB chunks (text/chunks.hpp), against the references' ids of each whole text; with its negative control.
+add_test(NAME reference.tokenizers_long_text
+  COMMAND ${_check_tokenizers} ${_fixtures}/sp_bpe ${_fixtures}/sp_unigram ${_fixtures}/bpe_json ${_fixtures}/bpe_files
+          --variants --long 300000)
+add_test(NAME reference.tokenizers_long_text_negative_control
+  COMMAND ${_check_tokenizers} ${_fixtures}/sp_bpe --long 300000 --perturb --expect-mismatch)
 set_tests_properties(reference.tokenizers reference.tokenizers_negative_control_bpe
-  reference.tokenizers_negative_control_sentencepiece PROPERTIES LABELS reference TIMEOUT 300)
+  reference.tokenizers_negative_control_sentencepiece reference.tokenizers_long_text
+  reference.tokenizers_long_text_negative_control PROPERTIES LABELS reference TIMEOUT 300)
 
 # The instruction rows (data/text_data.hpp through data/token_batches.hpp) against litgpt 0.5.7's SFTDataset with the
 # alpaca prompt style (tests/reference/check_text_data.py): a Llama-like SentencePiece (BOS added), an OPT-like

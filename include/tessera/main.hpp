@@ -8,20 +8,27 @@
 // MainOptions (main_options.hpp) give a binary its own defaults and banner (a catalogue entry: catalogue/main.hpp).
 // Exit codes: 0 success, 1 a failed run (bad file, runtime error), 2 a bad configuration, 3 --dry-run predicts it
 // does not fit.
-// Under mpirun/srun the program is one rank of a job (a JobScope starts MPI). A rank that fails prints its
+// Under mpirun/srun the program is one rank of a job (a JobScope starts MPI, watched by the collective watchdog from
+// before MPI starts to after it ends). Its ranks first agree on what they run (engine/run_agreement.hpp): the
+// experiment, --help/--dry-run/--list, every run-config value and what each input holds; a rank that differs ends
+// the job on every rank with exit code 2, naming the key and both values. A rank that fails prints its
 // error once and ends the whole job with that exit code (MPI_Abort), so no rank is left waiting in a
 // collective. When every rank fails alike (a bad setting), rank 0 speaks for them: the others hold back for
 // a moment before aborting, and rank 0's abort ends them first.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <new>
 #include <optional>
+#include <span>
 #include <string>
-#include <thread>
 #include <string_view>
+#include <thread>
+#include <typeinfo>
 #include <vector>
 
 #include <c10/util/Exception.h>
@@ -29,6 +36,7 @@
 #include "tessera/config/run_config.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/engine/job.hpp"
+#include "tessera/engine/run_agreement.hpp"
 #include "tessera/engine/seed_keys.hpp"
 #include "tessera/engine/trainer.hpp"
 #include "tessera/main_options.hpp"
@@ -99,6 +107,22 @@ inline nlohmann::json prediction_record(const predict::Prediction& p) {
           {"step_flops", p.step_flops}};
 }
 
+// collective_timeout_s= as given, else its default: read before the arguments are parsed, so that the collective
+// watchdog watches MPI's start and the ranks' agreement (a value that does not parse counts as the default here; the
+// parse then refuses it).
+inline double launch_timeout_s(std::span<const std::string_view> args) {
+  double timeout = RunConfig{}.collective_timeout_s;
+  constexpr std::string_view key = "collective_timeout_s=";
+  for (const std::string_view a : args) {
+    if (!a.starts_with(key)) continue;
+    const std::string value(a.substr(key.size()));
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (!value.empty() && end == value.c_str() + value.size() && std::isfinite(v) && v >= 0 && v <= 1e7) timeout = v;
+  }
+  return timeout;
+}
+
 // --dry-run: prints the prediction and the verdict on rank 0. Exit code 0 when it fits, 3 when it does not.
 template <class Exp>
 int dry_run_main(const RunConfig& cfg, int ranks, bool root) {
@@ -127,13 +151,16 @@ int main(int argc, char** argv, const MainOptions& options = {}) {
   const std::vector<std::string_view> args(argv + 1, argv + argc);
   std::optional<JobScope> job_scope;
   try {
-    job_scope.emplace();
+    job_scope.emplace(launch_timeout_s(args));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
   return exit_code_of([&] {
     const bool root = job::place().rank == 0;
+    // Ranks agree (engine/run_agreement.hpp) before any of them can end early or start a collective alone.
+    constexpr std::string_view flags[] = {"--help", "--dry-run", "--list"};
+    job::agree("what to run", launch_facts(typeid(Exp), flags, args), kSameArguments);
     if (options.list && std::find(args.begin(), args.end(), "--list") != args.end()) {
       if (root) std::fputs(options.list().c_str(), stdout);
       return 0;
@@ -164,6 +191,10 @@ int main(int argc, char** argv, const MainOptions& options = {}) {
     const SeedArgs seed_args = split_seed_args(rest_args, run_choices);
     check_seed_args(seed_args, run_choices);
     const RunConfig cfg = parse_run_config(seed_args.rest, defaults);
+    std::vector<job::Fact> settings = run_facts(cfg);
+    if (dry) settings.push_back({"devices", std::to_string(ranks), "devices=" + std::to_string(ranks)});
+    job::agree("the run config", settings, kSameArguments);
+    job::agree("the run's inputs", input_facts(cfg), kSameInputs);
     if (root && !options.banner.empty()) std::printf("%s\n", options.banner.c_str());
     if (dry) return dry_run_main<Exp>(cfg, ranks, root);
     std::optional<predict::Prediction> predicted;

@@ -2,11 +2,15 @@
 #include "tessera/core/new_file.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/partial_files.hpp"
@@ -31,7 +35,46 @@ std::string replace_problem(const std::filesystem::path& target) {
   return "is " + file_kind(status.st_mode) + ", not a regular file";
 }
 
+namespace {
+
+// The pid in "<name>.partial-<pid>" or "<name>.partial-<pid>-<k>", or 0 when `entry` is not such a name.
+pid_t partial_owner(std::string_view entry, std::string_view name) {
+  constexpr std::string_view infix = ".partial-";
+  if (!entry.starts_with(name) || !entry.substr(name.size()).starts_with(infix)) return 0;
+  std::string_view rest = entry.substr(name.size() + infix.size());
+  const std::size_t dash = rest.find('-');
+  const std::string_view digits = rest.substr(0, dash);
+  const std::string_view k = dash == std::string_view::npos ? std::string_view("0") : rest.substr(dash + 1);
+  const auto all_digits = [](std::string_view t) {
+    return !t.empty() && t.size() <= 9 && t.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  return all_digits(digits) && all_digits(k) ? static_cast<pid_t>(std::stol(std::string(digits))) : 0;
+}
+
+}  // namespace
+
+std::vector<std::filesystem::path> remove_stale_partial_files(const std::filesystem::path& target) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> removed;
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string name = target.filename().string();
+  if (name.empty()) return removed;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string entry = it->path().filename().string();
+    const pid_t pid = partial_owner(entry, name);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its writer lives (or is another user's)
+    if (::unlink(it->path().c_str()) == 0) removed.push_back(target.has_parent_path() ? it->path() : fs::path(entry));
+  }
+  return removed;
+}
+
 PartialFile create_partial_file(const std::filesystem::path& target) {
+  for (const std::filesystem::path& stale : remove_stale_partial_files(target))
+    std::fprintf(stderr, "tessera: removed %s, left unfinished by a process that has ended\n", stale.c_str());
   const std::string base = target.string() + ".partial-" + std::to_string(::getpid());
   // Another writer of this process, or a name planted there: the next suffix. A bound, so that a directory that
   // refuses every name ends the loop.

@@ -26,7 +26,7 @@ char slots[kSlots][kPathMax];
 bool slot_is_dir[kSlots];
 std::atomic<bool> used[kSlots];
 std::mutex table_mutex;
-std::once_flag handlers_installed;
+std::mutex install_mutex;
 
 void say(const char* text) {
   for (std::size_t left = std::strlen(text); left > 0;) {
@@ -66,19 +66,27 @@ std::atomic<bool> stop_enabled{false};
 std::atomic<int> stop_signal{0};
 std::atomic<void (*)(int)> stop_note{nullptr};
 
-void remove_partials(int sig) {
-  if (void (*note)(int) = stop_note.load(); note != nullptr) note(STDERR_FILENO);
+void remove_registered(const char* why) {
   bool any = false;
   for (int i = 0; i < kSlots; ++i) {
     if (!used[i].load()) continue;
     if (slot_is_dir[i]) remove_flat_dir(slots[i]);
     else ::unlink(slots[i]);
-    if (!any) say("tessera: stopped by a signal; removed the unfinished output");
+    if (!any) {
+      say("tessera: ");
+      say(why);
+      say("; removed the unfinished output");
+    }
     say(any ? ", " : " ");
     say(slots[i]);
     any = true;
   }
   if (any) say("\n");
+}
+
+void remove_partials(int sig) {
+  if (void (*note)(int) = stop_note.load(); note != nullptr) note(STDERR_FILENO);
+  remove_registered("stopped by a signal");
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
@@ -102,10 +110,14 @@ void on_signal(int sig) {
   remove_partials(sig);
 }
 
+// Installed again whenever another handler has taken a signal's place since (a test framework that restores its own
+// at the end of each test, a library's), not only once per process.
 void install_handlers() {
-  std::call_once(handlers_installed, [] {
-    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) std::signal(sig, on_signal);
-  });
+  const std::lock_guard lock(install_mutex);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) {
+    struct sigaction now {};
+    if (::sigaction(sig, nullptr, &now) == 0 && now.sa_handler != on_signal) std::signal(sig, on_signal);
+  }
 }
 
 void add(const std::filesystem::path& path, bool is_dir) {
@@ -146,6 +158,8 @@ void catch_stop_signals(bool enabled, void (*note)(int fd)) {
 bool stop_requested() { return stop_signal.load() != 0; }
 
 void unregister_partial_file(const std::filesystem::path& path) { remove_entry(path); }
+
+void remove_partial_outputs(const char* why) noexcept { remove_registered(why); }
 
 StagedDir::StagedDir(const std::filesystem::path& target) : target_(normalized_path(target)) {
   // The name as given too: "/data/run/.." normalizes to "/data", which must not be replaced either.

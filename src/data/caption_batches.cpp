@@ -249,13 +249,15 @@ at::Tensor CaptionBatches::image(std::int64_t row) const {
 models::CaptionBatch CaptionBatches::batch(std::int64_t step, std::int64_t micro, std::int64_t rank,
                                            c10::Device device) const {
   std::vector<std::int64_t> rows(static_cast<std::size_t>(batch_size_));
+  // A dry run's batch (the meta device) has shapes only: its images are not decoded (one decode per image an epoch).
+  const bool shapes_only = device.is_meta();
   std::vector<at::Tensor> images;
   std::size_t t = 1, l = 1;
   bool any_labels = false;
   for (std::int64_t i = 0; i < batch_size_; ++i) {
     const std::int64_t row = order_->row(step, micro, rank, i);
     rows[static_cast<std::size_t>(i)] = row;
-    images.push_back(image(row));
+    if (!shapes_only) images.push_back(image(row));
     t = std::max(t, input_ids(row).size());
     // A row without its own labels takes its input ids as its labels.
     l = std::max(l, has_labels(row) ? labels(row).size() : input_ids(row).size());
@@ -285,8 +287,11 @@ models::CaptionBatch CaptionBatches::batch(std::int64_t step, std::int64_t micro
       std::copy(y.begin(), y.end(), lab + i * L);
     }
   }
-  return {at::stack(images).to(device), inputs.to(device), mask.to(device),
-          labels.defined() ? labels.to(device) : labels};
+  const std::int64_t side = spec_.image.image_size;
+  at::Tensor pixels = shapes_only ? at::empty({batch_size_, spec_.image.channels, side, side},
+                                              at::TensorOptions().dtype(at::kFloat).device(device))
+                                  : at::stack(images).to(device);
+  return {pixels, inputs.to(device), mask.to(device), labels.defined() ? labels.to(device) : labels};
 }
 
 }  // namespace tessera::data

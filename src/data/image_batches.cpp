@@ -208,14 +208,20 @@ at::Tensor ImageBatches::image(std::int64_t row) const {
 }
 
 models::ImageBatch ImageBatches::batch(std::int64_t step, std::int64_t micro, std::int64_t rank, c10::Device device) const {
+  // A dry run's batch (the meta device) has shapes and no values: its images are not decoded, which leaves the
+  // run's own read the one decode of each image in the epoch.
+  const bool shapes_only = device.is_meta();
   std::vector<at::Tensor> images;
   at::Tensor labels = at::empty({batch_size_}, at::TensorOptions().dtype(at::kLong));
   for (std::int64_t i = 0; i < batch_size_; ++i) {
     const std::int64_t row = order_->row(step, micro, rank, i);
-    images.push_back(image(row));
+    if (!shapes_only) images.push_back(image(row));
     labels.data_ptr<std::int64_t>()[i] = label(row);
   }
-  return {at::stack(images).to(device), labels.to(device)};
+  at::Tensor pixels = shapes_only ? at::empty({batch_size_, spec_.channels, spec_.image_size, spec_.image_size},
+                                              at::TensorOptions().dtype(at::kFloat).device(device))
+                                  : at::stack(images).to(device);
+  return {pixels, labels.to(device)};
 }
 
 }  // namespace tessera::data

@@ -2,6 +2,8 @@
 // without locks; note() formats with its own digits (snprintf is not async-signal-safe).
 #include "tessera/dist/watchdog.hpp"
 
+#include "tessera/core/partial_files.hpp"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -24,10 +26,13 @@ std::atomic<int> depth{0};
 std::atomic<std::int64_t> step_now{-1};
 std::atomic<int> rank_of{0}, size_of{1};
 
+std::atomic<std::int64_t> timeout_now{0};  // 0: no limit
+
 std::mutex mutex;
 std::condition_variable wake;
 std::thread thread;
 bool running = false;
+int starts = 0;  // start() calls not yet matched by stop()
 
 std::int64_t now_ns() {
   timespec t{};
@@ -81,8 +86,10 @@ bool describe(Line& line, std::int64_t now) {
   line.add(size_of.load());
   line.add("] ");
   line.add(what);
-  line.add(" of ");
-  line.bytes(bytes_now.load());
+  if (const std::int64_t b = bytes_now.load(); b > 0) {
+    line.add(" of ");
+    line.bytes(b);
+  }
   if (const std::int64_t s = step_now.load(); s >= 0) {
     line.add(" in step ");
     line.add(s + 1);  // steps are printed 1-based, as the step lines do
@@ -93,14 +100,15 @@ bool describe(Line& line, std::int64_t now) {
   return true;
 }
 
-void watch(std::int64_t timeout_ns) {
+void watch() {
   std::unique_lock lock(mutex);
   while (running) {
     wake.wait_for(lock, std::chrono::milliseconds(100));
     if (!running) return;
     const std::int64_t since = since_ns.load();
     const std::int64_t now = now_ns();
-    if (since == 0 || now - since <= timeout_ns) continue;
+    const std::int64_t timeout_ns = timeout_now.load();
+    if (since == 0 || timeout_ns == 0 || now - since <= timeout_ns) continue;
     Line line;
     line.add("collective watchdog: ");
     if (!describe(line, now)) continue;
@@ -110,6 +118,7 @@ void watch(std::int64_t timeout_ns) {
              "legitimately takes longer)\n");
     line.write(STDERR_FILENO);
     std::fflush(nullptr);
+    remove_partial_outputs("ended by the collective watchdog");
     std::_Exit(124);
   }
 }
@@ -119,16 +128,19 @@ void watch(std::int64_t timeout_ns) {
 void start(double timeout_s, int rank, int size) {
   rank_of.store(rank);
   size_of.store(size);
+  timeout_now.store(timeout_s > 0 ? static_cast<std::int64_t>(timeout_s * 1e9) : 0);
   std::lock_guard lock(mutex);
+  ++starts;
   if (running || timeout_s <= 0 || size <= 1) return;
   running = true;
-  thread = std::thread(watch, static_cast<std::int64_t>(timeout_s * 1e9));
+  thread = std::thread(watch);
 }
 
 void stop() {
   {
     std::lock_guard lock(mutex);
-    if (!running) return;
+    if (starts > 0) --starts;
+    if (starts > 0 || !running) return;
     running = false;
   }
   wake.notify_all();

@@ -39,6 +39,7 @@ World::World() {
     throw Error("MPI was finalised earlier in this process and cannot start again; make one tessera::dist::World "
                 "at the top of main() and keep it until the end");
   int provided = MPI_THREAD_SINGLE;
+  const watchdog::Guard in_flight("MPI start (MPI_Init_thread and the World's communicators)", 0);
   if (initialized) {
     check_mpi(MPI_Query_thread(&provided), "MPI_Query_thread");
   } else {
@@ -82,6 +83,7 @@ World::World() {
 
 World::~World() {
   live_world = nullptr;
+  const watchdog::Guard in_flight("MPI_Finalize", 0);  // it waits for every rank to come
   comm_ = detail::OwnedComm();  // freed while MPI still runs
   if (owns_mpi_) MPI_Finalize();
 }
@@ -135,9 +137,27 @@ MpiCommunicator World::split(int color, int key) const {
   if (lowest < 0)
     throw Error("World::split: color " + std::to_string(lowest) +
                 " is negative; give every rank a group number >= 0 (ranks with the same color form one group)");
+  const watchdog::Guard in_flight("MPI_Comm_split", 0);
   MPI_Comm group = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split(comm_.get(), color, key, &group), "MPI_Comm_split");
   return MpiCommunicator(detail::OwnedComm(group));
+}
+
+void World::broadcast(std::string& bytes, int root) const {
+  std::int64_t n = static_cast<std::int64_t>(bytes.size());
+  const watchdog::Guard in_flight("broadcast", n);
+  check_mpi(MPI_Bcast(&n, 1, MPI_INT64_T, root, comm_.get()), "MPI_Bcast");
+  if (n < 0 || n > MpiCommunicator::max_mpi_count)
+    throw Error("World::broadcast: rank " + std::to_string(root) + " sends " + std::to_string(n) +
+                " bytes, beyond what it is for (small records); move large data with an MpiCommunicator");
+  bytes.resize(static_cast<std::size_t>(n));
+  check_mpi(MPI_Bcast(bytes.data(), static_cast<int>(n), MPI_CHAR, root, comm_.get()), "MPI_Bcast");
+}
+
+int World::min(int value) const {
+  const watchdog::Guard in_flight("all_reduce", static_cast<std::int64_t>(sizeof value));
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MIN, comm_.get()), "MPI_Allreduce");
+  return value;
 }
 
 }  // namespace tessera::dist

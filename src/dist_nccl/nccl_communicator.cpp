@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "tessera/core/error.hpp"
+#include "tessera/dist/watchdog.hpp"
 
 namespace tessera::dist {
 
@@ -193,6 +194,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, int device_index, cudaStream_t
     ncclUniqueId id;
     int rc;
   } bootstrap{};
+  const watchdog::Guard in_flight("NCCL communicator creation", 0);
   if (rank_ == 0) bootstrap.rc = static_cast<int>(ncclGetUniqueId(&bootstrap.id));
   detail::check_mpi(MPI_Bcast(&bootstrap, static_cast<int>(sizeof(bootstrap)), MPI_BYTE, 0, comm), "MPI_Bcast");
   if (bootstrap.rc != ncclSuccess)

@@ -3,6 +3,8 @@
 #include "tessera/engine/target.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <utility>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -14,6 +16,7 @@
 
 #ifdef TESSERA_WITH_MPI
 #include "tessera/dist/mpi_communicator.hpp"
+#include "tessera/dist/watchdog.hpp"
 #include "tessera/dist/world.hpp"
 #endif
 #ifdef TESSERA_WITH_NCCL
@@ -101,6 +104,82 @@ std::vector<std::int64_t> gather_to_root(std::span<const std::int64_t> record) {
   return std::vector<std::int64_t>(record.begin(), record.end());
 }
 
+namespace {
+
+// Facts as bytes: each string as its length (8 bytes) and its bytes.
+std::string encoded(std::span<const Fact> facts) {
+  std::string out;
+  const auto put = [&](const std::string& text) {
+    const std::uint64_t n = text.size();
+    out.append(reinterpret_cast<const char*>(&n), sizeof n);
+    out += text;
+  };
+  for (const Fact& f : facts) {
+    put(f.key);
+    put(f.value);
+    put(f.shown);
+  }
+  return out;
+}
+
+std::vector<Fact> decoded(std::string_view bytes) {
+  std::vector<Fact> out;
+  const auto take = [&](std::string& text) {
+    std::uint64_t n = 0;
+    if (bytes.size() < sizeof n) throw Error("agree: a damaged list of facts from rank 0");
+    std::memcpy(&n, bytes.data(), sizeof n);
+    bytes.remove_prefix(sizeof n);
+    if (n > bytes.size()) throw Error("agree: a damaged list of facts from rank 0");
+    text.assign(bytes.substr(0, n));
+    bytes.remove_prefix(n);
+  };
+  while (!bytes.empty()) {
+    Fact f;
+    take(f.key);
+    take(f.value);
+    take(f.shown);
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+// "rank r has X where rank 0 has Y" for this rank's first fact that differs from rank 0's; empty when none does.
+std::string first_difference(std::span<const Fact> mine, std::span<const Fact> root, int rank) {
+  const auto find = [](std::span<const Fact> facts, const std::string& key) -> const Fact* {
+    for (const Fact& f : facts)
+      if (f.key == key) return &f;
+    return nullptr;
+  };
+  const std::string me = "rank " + std::to_string(rank);
+  for (const Fact& r : root) {
+    const Fact* m = find(mine, r.key);
+    if (!m) return me + " has no " + r.key + " where rank 0 has " + r.shown;
+    if (m->value != r.value) return me + " has " + m->shown + " where rank 0 has " + r.shown;
+  }
+  for (const Fact& m : mine)
+    if (!find(root, m.key)) return me + " has " + m.shown + " where rank 0 has no " + m.key;
+  return {};
+}
+
+}  // namespace
+
+void agree(std::string_view what, std::span<const Fact> facts, std::string_view fix) {
+#ifdef TESSERA_WITH_MPI
+  if (dry_run) return;
+  const dist::World* w = live_world();
+  if (!w || w->size() == 1) return;
+  std::string root = encoded(facts);
+  w->broadcast(root, 0);
+  std::string difference = first_difference(facts, decoded(root), w->rank());
+  const int first = w->min(difference.empty() ? w->size() : w->rank());
+  if (first == w->size()) return;
+  w->broadcast(difference, first);
+  throw ConfigError("ranks disagree on " + std::string(what) + ": " + difference + "; " + std::string(fix));
+#else
+  (void)what, (void)facts, (void)fix;
+#endif
+}
+
 void abort(int code, std::string_view message) {
 #ifdef TESSERA_WITH_MPI
   if (const dist::World* w = live_world()) w->abort(code, message);
@@ -147,10 +226,41 @@ bool launched_by_mpi() {
   return tasks && std::atoi(tasks) > 1;
 }
 
-JobScope::JobScope() {
+namespace {
+
+#ifdef TESSERA_WITH_MPI
+// The launcher's word for this rank's place, before MPI can say it: (rank, size), or (0, 1) when none says.
+std::pair<int, int> launcher_place() {
+  const auto number = [](std::initializer_list<const char*> vars) -> int {
+    for (const char* var : vars)
+      if (const char* v = std::getenv(var)) return std::atoi(v);
+    return -1;
+  };
+  const int rank = number({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"});
+  const int size = number({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
+  return rank >= 0 && size > rank ? std::pair{rank, size} : std::pair{0, 1};
+}
+
+std::shared_ptr<void> armed(double timeout_s, int rank, int size) {
+  return std::make_shared<dist::watchdog::Armed>(timeout_s, rank, size);
+}
+#endif
+
+}  // namespace
+
+JobScope::JobScope(double collective_timeout_s) {
 #ifdef TESSERA_WITH_MPI
   // A plain start is a job of one: MPI (and its helper process, ~0.5 s) starts only under a launcher.
-  if (!dist::World::current() && launched_by_mpi()) world_ = std::make_shared<dist::World>();
+  if (dist::World::current() || !launched_by_mpi()) return;
+  if (collective_timeout_s > 0) {
+    const auto [rank, size] = launcher_place();
+    watch_ = armed(collective_timeout_s, rank, size);
+  }
+  auto world = std::make_shared<dist::World>();
+  if (collective_timeout_s > 0) watch_world_ = armed(collective_timeout_s, world->rank(), world->size());
+  world_ = std::move(world);
+#else
+  (void)collective_timeout_s;
 #endif
 }
 

@@ -15,6 +15,8 @@
 #include <utility>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/new_file.hpp"
+#include "tessera/core/partial_files.hpp"
 #include "tessera/io/json_file.hpp"
 
 namespace tessera::io {
@@ -87,28 +89,29 @@ std::vector<std::span<const TensorView>> plan_shards(std::span<const TensorView>
   return shards;
 }
 
-// Same temp-then-rename scheme as write_safetensors, for the index's text.
+// Same temp-then-rename scheme as write_safetensors, for the index's text: a new file of its own beside `path`
+// (core/new_file.hpp: never opened through a file or link already there), fsynced, then renamed onto it.
 void write_text_atomically(const fs::path& path, const std::string& text) {
-  fs::path temp_path = path;
-  temp_path += ".tmp-" + std::to_string(::getpid());
-  int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(path, "cannot create temporary file " + temp_path.string() + ": " + std::strerror(errno));
+  PartialFile temp;
   try {
-    for (std::string_view rest = text; !rest.empty();) {
-      const ssize_t written = ::write(fd, rest.data(), rest.size());
-      if (written < 0 && errno != EINTR) fail(path, std::string("write failed: ") + std::strerror(errno));
-      if (written > 0) rest.remove_prefix(static_cast<std::size_t>(written));
-    }
-    if (::fsync(fd) != 0) fail(path, std::string("fsync failed: ") + std::strerror(errno));
-    if (::close(std::exchange(fd, -1)) != 0) fail(path, std::string("close failed: ") + std::strerror(errno));
-    if (::rename(temp_path.c_str(), path.c_str()) != 0) {
-      fail(path, "cannot rename " + temp_path.string() + " into place: " + std::strerror(errno));
+    temp = create_partial_file(path);
+  } catch (const Error& e) {
+    fail(path, e.what());
+  }
+  try {
+    if (!write_all(temp.fd, text)) fail(path, std::string("write failed: ") + std::strerror(errno));
+    if (::fsync(temp.fd) != 0) fail(path, std::string("fsync failed: ") + std::strerror(errno));
+    if (::close(std::exchange(temp.fd, -1)) != 0) fail(path, std::string("close failed: ") + std::strerror(errno));
+    if (::rename(temp.path.c_str(), path.c_str()) != 0) {
+      fail(path, "cannot rename " + temp.path.string() + " into place: " + std::strerror(errno));
     }
   } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(temp_path.c_str());
+    if (temp.fd >= 0) ::close(temp.fd);
+    ::unlink(temp.path.c_str());
+    unregister_partial_file(temp.path);
     throw;
   }
+  unregister_partial_file(temp.path);
 }
 
 // Deletes the weight files of an earlier save that are not in `kept`: a stale model.safetensors would

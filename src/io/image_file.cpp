@@ -3,6 +3,7 @@
 #include "tessera/io/image_file.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <string>
 
@@ -87,6 +88,8 @@ std::vector<std::uint8_t> read_file(const std::filesystem::path& path, std::size
   return bytes;
 }
 
+std::atomic<std::int64_t> decoded{0};
+
 }  // namespace
 
 ImageInfo probe_image(std::span<const std::uint8_t> bytes, std::string_view what) {
@@ -104,6 +107,7 @@ ImageInfo probe_image(const std::filesystem::path& path) {
 }
 
 RgbImage decode_image(std::span<const std::uint8_t> bytes, std::string_view what) {
+  decoded.fetch_add(1, std::memory_order_relaxed);
   return kind_of(bytes, what) == Kind::png ? detail::decode_png(bytes, what) : detail::decode_jpeg(bytes, what);
 }
 
@@ -113,5 +117,7 @@ RgbImage read_image(const std::filesystem::path& path) {
   const std::vector<std::uint8_t> bytes = read_file(path, 0, whole, file_bytes);
   return decode_image(bytes, path.string());
 }
+
+std::int64_t detail::images_decoded() { return decoded.load(std::memory_order_relaxed); }
 
 }  // namespace tessera::io

@@ -17,6 +17,8 @@
 #include <utility>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/new_file.hpp"
+#include "tessera/core/partial_files.hpp"
 #include "tessera/io/json_file.hpp"
 
 namespace tessera::io {
@@ -484,25 +486,29 @@ void write_safetensors(const fs::path& path, std::span<const TensorView> tensors
     length_prefix[i] = static_cast<std::byte>((static_cast<std::uint64_t>(header.size()) >> (8 * i)) & 0xff);
   }
 
-  fs::path temp_path = path;
-  temp_path += ".tmp-" + std::to_string(::getpid());
-  const FileDescriptor descriptor{::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
-  if (descriptor.fd < 0) {
-    fail(path, "cannot create temporary file " + temp_path.string() + ": " + std::strerror(errno));
+  // A new file of its own beside `path` (core/new_file.hpp: never opened through a file or link already there).
+  PartialFile temp;
+  try {
+    temp = create_partial_file(path);
+  } catch (const Error& e) {
+    fail(path, e.what());
   }
+  const FileDescriptor descriptor{temp.fd};
   try {
     write_all(path, descriptor.fd, length_prefix);
     write_all(path, descriptor.fd, std::as_bytes(std::span(header)));
     for (const auto& tensor : tensors) write_all(path, descriptor.fd, tensor.data);
     // Flush before rename so a crash cannot leave a complete-looking name over incomplete bytes.
     if (::fsync(descriptor.fd) != 0) fail(path, std::string("fsync failed: ") + std::strerror(errno));
-    if (::rename(temp_path.c_str(), path.c_str()) != 0) {
-      fail(path, "cannot rename " + temp_path.string() + " into place: " + std::strerror(errno));
+    if (::rename(temp.path.c_str(), path.c_str()) != 0) {
+      fail(path, "cannot rename " + temp.path.string() + " into place: " + std::strerror(errno));
     }
   } catch (...) {
-    ::unlink(temp_path.c_str());
+    ::unlink(temp.path.c_str());
+    unregister_partial_file(temp.path);
     throw;
   }
+  unregister_partial_file(temp.path);
 }
 
 }  // namespace tessera::io

@@ -161,7 +161,29 @@ void ByteLevelBpe::encode_word(std::string_view word, std::vector<std::int64_t>&
     if (s.length > 0) out.push_back(s.id);
 }
 
-std::vector<std::int64_t> ByteLevelBpe::encode(std::string_view text) const {
+void ByteLevelBpe::encode_stretch(std::string_view stretch, std::size_t chunk_bytes,
+                                  std::vector<std::int64_t>& out) const {
+  // add_prefix_space gives every stretch between added tokens its leading space, as the pre-tokenizer does; a
+  // chunk after a cut starts with its space already.
+  const auto spaced = [&](std::string_view piece, std::string& buffer) {
+    if (!add_prefix_space_ || piece.front() == ' ') return piece;
+    buffer.assign(1, ' ').append(piece);
+    return std::string_view(buffer);
+  };
+  std::string buffer;
+  if (!use_regex_) {
+    encode_word(spaced(stretch, buffer), out);
+    return;
+  }
+  for (std::size_t begin = 0; begin < stretch.size();) {
+    const std::size_t end = chunk_end(stretch, begin, chunk_bytes);
+    const std::string_view chunk = stretch.substr(begin, end - begin);
+    for (const std::string_view word : gpt2_split(begin == 0 ? spaced(chunk, buffer) : chunk)) encode_word(word, out);
+    begin = end;
+  }
+}
+
+std::vector<std::int64_t> ByteLevelBpe::encode(std::string_view text, std::size_t chunk_bytes) const {
   if (const auto bad = first_invalid_utf8(text))
     throw FormatError("encode with " + path_.string() + ": byte " + std::to_string(*bad) + " of the text (0x" +
                       detail::hex_byte(text[*bad]) +
@@ -169,23 +191,8 @@ std::vector<std::int64_t> ByteLevelBpe::encode(std::string_view text) const {
                       "(which takes Python str only) does: decode the data as UTF-8, replacing invalid bytes, first");
   std::vector<std::int64_t> ids;
   for (const TextSegment& segment : added_.split(text)) {
-    if (segment.id) {
-      ids.push_back(*segment.id);
-      continue;
-    }
-    if (segment.text.empty()) continue;
-    // add_prefix_space gives every stretch between added tokens its leading space, as the pre-tokenizer does.
-    std::string spaced;
-    std::string_view piece = segment.text;
-    if (add_prefix_space_ && piece.front() != ' ') {
-      spaced = " " + std::string(piece);
-      piece = spaced;
-    }
-    if (!use_regex_) {
-      encode_word(piece, ids);
-      continue;
-    }
-    for (const std::string_view word : gpt2_split(piece)) encode_word(word, ids);
+    if (segment.id) ids.push_back(*segment.id);
+    else if (!segment.text.empty()) encode_stretch(segment.text, chunk_bytes, ids);
   }
   return ids;
 }

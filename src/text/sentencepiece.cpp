@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <sentencepiece_processor.h>
 
+#include "sentencepiece_chunking.hpp"
 #include "tessera/core/error.hpp"
 #include "text_files.hpp"
 
@@ -11,6 +12,7 @@ namespace tessera::text {
 
 struct SentencePiece::Impl {
   sentencepiece::SentencePieceProcessor processor;
+  std::string why_unchunked;
 };
 
 namespace {
@@ -55,18 +57,35 @@ SentencePiece SentencePiece::from_model_bytes(std::string_view bytes, const std:
                  "tokenizer.json; a damaged download is the usual cause: fetch the file again");
   // A model without pieces loads, but no text encodes with it.
   if (impl->processor.GetPieceSize() <= 0) detail::fail(path, "has no pieces", "the file is damaged: fetch it again");
+  impl->why_unchunked = detail::sentencepiece_chunk_problem(bytes);
   SentencePiece out;
   out.impl_ = std::move(impl);
   out.path_ = path;
   return out;
 }
 
-std::vector<std::int64_t> SentencePiece::encode(std::string_view text) const {
+std::vector<std::int64_t> SentencePiece::encode(std::string_view text, std::size_t chunk_bytes) const {
+  std::vector<std::int64_t> out;
   std::vector<int> ids;
-  const auto status = impl_->processor.Encode(text, &ids);
-  if (!status.ok())
-    throw Error("encode with " + path_.string() + ": libsentencepiece failed: " + std::string(status.message()));
-  return {ids.begin(), ids.end()};
+  const auto add = [&](std::string_view part) {
+    ids.clear();
+    const auto status = impl_->processor.Encode(part, &ids);
+    if (!status.ok())
+      throw Error("encode with " + path_.string() + ": libsentencepiece failed: " + std::string(status.message()));
+    out.insert(out.end(), ids.begin(), ids.end());
+  };
+  if (!impl_->why_unchunked.empty()) {
+    add(text);
+    return out;
+  }
+  // The space at a cut is left out: the dummy prefix of the chunk after it gives its "▁".
+  std::size_t begin = 0;
+  do {
+    const std::size_t end = chunk_end(text, begin, chunk_bytes);
+    add(text.substr(begin, end - begin));
+    begin = end + 1;
+  } while (begin < text.size());
+  return out;
 }
 
 std::string SentencePiece::decode(std::span<const std::int64_t> ids) const {
@@ -98,5 +117,6 @@ std::optional<std::int64_t> SentencePiece::bos_id() const { return valid(impl_->
 std::optional<std::int64_t> SentencePiece::eos_id() const { return valid(impl_->processor.eos_id()); }
 std::optional<std::int64_t> SentencePiece::pad_id() const { return valid(impl_->processor.pad_id()); }
 std::optional<std::int64_t> SentencePiece::unk_id() const { return valid(impl_->processor.unk_id()); }
+const std::string& SentencePiece::why_unchunked() const { return impl_->why_unchunked; }
 
 }  // namespace tessera::text

@@ -191,15 +191,13 @@ Tokenizer Tokenizer::load(const fs::path& path) {
   return out;
 }
 
-std::vector<std::int64_t> Tokenizer::encode(std::string_view text) const {
-  return std::visit([&](const auto& model) { return model.encode(text); }, impl_->model);
+std::vector<std::int64_t> Tokenizer::encode(std::string_view text, std::size_t chunk_bytes) const {
+  return std::visit([&](const auto& model) { return model.encode(text, chunk_bytes); }, impl_->model);
 }
 
 std::vector<std::int64_t> Tokenizer::encode_with_special(std::string_view text) const {
-  std::vector<std::int64_t> ids;
-  if (impl_->add_bos) ids.push_back(*impl_->bos);
-  const std::vector<std::int64_t> body = encode(text);
-  ids.insert(ids.end(), body.begin(), body.end());
+  std::vector<std::int64_t> ids = encode(text);  // BOS shifted in: no second vector of a long text's ids
+  if (impl_->add_bos) ids.insert(ids.begin(), *impl_->bos);
   if (impl_->add_eos) ids.push_back(*impl_->eos);
   return ids;
 }

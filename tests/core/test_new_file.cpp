@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -59,6 +60,35 @@ TEST_CASE("create_partial_file never opens a link planted under its name", "[cor
   CHECK_THROWS_WITH(create_partial_file(dir / "missing" / "x.json"),
                     Contains("cannot create the temporary file " + (dir / "missing" / "x.json").string() +
                              ".partial-" + pid + ": No such file or directory"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("create_partial_file removes what an ended process left unfinished, and nothing else", "[core]") {
+  const fs::path dir = tessera::testing::fresh_dir("new_file_stale");
+  // A pid no process has: a child that has ended and been reaped.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  const std::string dead = std::to_string(child), alive = std::to_string(::getppid());
+  std::ofstream(dir / "data.bin") << "the data";
+  for (const std::string& name : {"m.jsonl.partial-" + dead, "m.jsonl.partial-" + dead + "-3"})
+    std::ofstream(dir / name) << "{\"event\":\"run\"}\n";  // a run killed outright (SIGKILL) left these
+  std::ofstream(dir / ("m.jsonl.partial-" + alive)) << "another live process's";
+  std::ofstream(dir / ("mx.jsonl.partial-" + dead)) << "another output's";
+  std::ofstream(dir / "m.jsonl.partial-x1") << "not a pid";
+  fs::create_symlink(dir / "data.bin", dir / ("m.jsonl.partial-" + dead + "-4"));  // a link: never followed, kept
+  PartialFile file = create_partial_file(dir / "m.jsonl");
+  ::close(file.fd);
+  unregister_partial_file(file.path);
+  CHECK_FALSE(fs::exists(dir / ("m.jsonl.partial-" + dead)));
+  CHECK_FALSE(fs::exists(dir / ("m.jsonl.partial-" + dead + "-3")));
+  CHECK(fs::exists(dir / ("m.jsonl.partial-" + alive)));
+  CHECK(fs::exists(dir / ("mx.jsonl.partial-" + dead)));
+  CHECK(fs::exists(dir / "m.jsonl.partial-x1"));
+  CHECK(fs::is_symlink(dir / ("m.jsonl.partial-" + dead + "-4")));
+  CHECK(contents(dir / "data.bin") == "the data");
+  CHECK(fs::exists(file.path));
   fs::remove_all(dir);
 }
 

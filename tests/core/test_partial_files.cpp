@@ -65,7 +65,7 @@ TEST_CASE("SIGTERM removes staged directories and partial files, then ends the p
     register_partial_file(partial);
     StagedDir staged(dir / "out");
     for (int i = 0; i < 40; ++i) std::ofstream(staged.path() / ("shard-" + std::to_string(i))) << "bytes";
-    std::ofstream(staged.path() / "model.safetensors.tmp-1") << "half a file";
+    std::ofstream(staged.path() / "model.safetensors.partial-1") << "half a file";
     std::raise(SIGTERM);
   });
   REQUIRE(WIFSIGNALED(status));

@@ -21,6 +21,7 @@
 #include "tessera/data/caption_batches.hpp"
 #include "tessera/data/data_for.hpp"
 #include "tessera/data/image_batches.hpp"
+#include "tessera/io/image_file.hpp"
 #include "tessera/text/tokenizer.hpp"
 
 #include "stb_image_write.hpp"
@@ -233,6 +234,16 @@ TEST_CASE("CaptionBatches: captions.jsonl rows with PNG images, labels given or 
   CHECK(at::equal(b1.labels, longs({-100, -100, 14, 15, 16, 3, 4, -100, -100, -100}, 2)));
   // Step 2 starts the second epoch: rows 0 and 1 again.
   CHECK(at::equal(captions.batch(2, 0, 0, c10::Device("cpu")).input_ids, b0.input_ids));
+
+  // A dry run's batch (the meta device): the same shapes, no image decoded.
+  const std::int64_t decoded = io::detail::images_decoded();
+  const models::CaptionBatch m1 = captions.batch(1, 0, 0, c10::Device("meta"));
+  CHECK(io::detail::images_decoded() == decoded);
+  CHECK(m1.pixels.is_meta());
+  CHECK(m1.pixels.sizes() == b1.pixels.sizes());
+  CHECK(m1.pixels.scalar_type() == b1.pixels.scalar_type());
+  CHECK(m1.input_ids.sizes() == b1.input_ids.sizes());
+  CHECK(m1.labels.sizes() == b1.labels.sizes());
 
   // Two ranks of one row read what one rank of two reads, each padded to its own row.
   const data::CaptionBatches ranks(run(1, dir.string()), spec(50, 1), 2);

@@ -1,6 +1,6 @@
 // tests: tessera::data::ImageBatches: the synthetic set (deterministic, learnable, the same rows for any world size),
 // labels.jsonl and ImageFolder directories of PNG files, the image processor's settings from preprocessor_config.json,
-// and the refusals of bad data with the file, the line and the fix.
+// one decode per image an epoch, and the refusals of bad data with the file, the line and the fix.
 #include <catch2/catch.hpp>
 
 #include <ATen/ATen.h>
@@ -13,6 +13,7 @@
 #include "support.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/data/image_batches.hpp"
+#include "tessera/io/image_file.hpp"
 
 #include "stb_image_write.hpp"
 
@@ -145,5 +146,35 @@ TEST_CASE("ImageBatches refuses bad image data before training, naming the file 
   CHECK_THROWS_WITH(data::ImageBatches(run(2, dir.string()), spec(), 1),
                     Catch::Contains("has 1 rows but one micro-step needs world_size*batch_size = 1*2 = 2"));
   CHECK_NOTHROW(data::ImageBatches(run(1, dir.string()), spec(), 1));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("ImageBatches decodes each image once an epoch: none to check it, none for a dry run's batch",
+          "[data][image_batches]") {
+  const fs::path dir = testing::fresh_dir("decodes");
+  for (const char* cls : {"cat", "dog"}) fs::create_directories(dir / cls);
+  for (int i = 0; i < 6; ++i) write_png(dir / (i % 2 ? "dog" : "cat") / (std::to_string(i) + ".png"), 8, 8, 40 * i);
+  auto decodes_since = [start = io::detail::images_decoded()]() mutable {
+    const std::int64_t now = io::detail::images_decoded(), n = now - start;
+    start = now;
+    return n;
+  };
+  for (const std::int64_t world : {1, 2}) {
+    const data::ImageBatches data(run(2 / world, dir.string()), spec(), world);
+    CHECK(decodes_since() == 0);  // headers probed, nothing decoded
+    REQUIRE(data.steps_per_epoch() == 3);
+    // The dry run (predict=true) reads the first two steps on the meta device, as every rank does.
+    for (std::int64_t rank = 0; rank < world; ++rank)
+      for (std::int64_t step = 0; step < 2; ++step) {
+        const models::ImageBatch meta = data.batch(step, 0, rank, c10::Device("meta"));
+        CHECK(meta.pixels.is_meta());
+        CHECK(meta.pixels.sizes() == at::IntArrayRef({2 / world, 3, 8, 8}));
+        CHECK(meta.pixels.scalar_type() == at::kFloat);
+      }
+    CHECK(decodes_since() == 0);
+    for (std::int64_t step = 0; step < 3; ++step)
+      for (std::int64_t rank = 0; rank < world; ++rank) (void)data.batch(step, 0, rank, c10::Device("cpu"));
+    CHECK(decodes_since() == 6);  // the epoch: each image once
+  }
   fs::remove_all(dir);
 }

@@ -109,3 +109,13 @@ TEST_CASE("World::split: a negative color throws on every rank", "[dist]") {
   World& world = World::instance();
   CHECK_THROWS_WITH(world.split(world.rank() == 0 ? -1 : 0, 0), Catch::Contains("color -1 is negative"));
 }
+
+TEST_CASE("World::broadcast and min: the root's bytes and the least value reach every rank", "[dist]") {
+  World& world = World::instance();
+  const int root = world.size() - 1;
+  std::string bytes = world.rank() == root ? std::string("from the last rank\0with a zero", 30) : "other";
+  world.broadcast(bytes, root);
+  const int least = world.min(10 + world.rank());
+  CHECK(bytes == std::string("from the last rank\0with a zero", 30));
+  CHECK(least == 10);
+}

@@ -3,10 +3,12 @@
 
   check_stop.py preempt BIN RANKS SIGNAL   SIGNAL (TERM or USR1) to one rank in step 3: every rank checkpoints at
                                            the same step boundary and exits 0; resume=auto continues from there
-  check_stop.py dead    BIN RANKS          kill -9 of the last rank in step 3: the job ends, non-zero, in seconds
+  check_stop.py dead    BIN RANKS          kill -9 of the last rank in step 3: the job ends, non-zero, in seconds;
+                                           the next run removes rank 0's metrics file left unfinished
   check_stop.py stuck   BIN RANKS          SIGSTOP of the last rank (it sleeps in the middle of a step): the others'
                                            collective watchdog ends the job after collective_timeout_s, naming the
-                                           rank, the collective and the step
+                                           rank, the collective and the step, and removes rank 0's unfinished
+                                           metrics file
   check_stop.py disk    BIN                writes past RLIMIT_FSIZE (the kernel refuses them, as a full disk does):
                                            a checkpoint and a save_dir fail with a clear error, the last good
                                            checkpoint stays intact and resumable, nothing partial is left
@@ -92,20 +94,41 @@ def main():
               f"exit 0, {seconds:.2f} s after the signal; resume=auto went on from step {step}")
     elif mode == "dead":
         ranks = int(sys.argv[3])
-        rc, out, seconds = start_and_hit(binary, ranks, ["max_steps=3000"], signal.SIGKILL)
+        # With checkpoint_dir, the launcher's SIGTERM to the survivors asks for a checkpoint (preemption), and its
+        # SIGKILL a second later ends them in their collective: rank 0's metrics file is left unfinished. The next
+        # run writing that file removes it.
+        rc, out, seconds = start_and_hit(binary, ranks, ["max_steps=3000", "checkpoint_dir=c", "metrics=m.jsonl"],
+                                         signal.SIGKILL)
         if rc == 0 or seconds > 30:
             sys.exit(f"FAIL: kill -9 of a rank: exit {rc} after {seconds:.1f} s:\n{out[-3000:]}")
         named = [line for line in out.splitlines() if "when the signal came" in line]
+        left = sorted(p.name for p in Path(".").iterdir() if p.name.startswith("m.jsonl.partial-"))
+        for name in left:  # the killed rank's process may take a moment to be gone after mpirun has returned
+            pid = name.split("-")[1]
+            for _ in range(100):
+                if not Path(f"/proc/{pid}").exists():
+                    break
+                time.sleep(0.05)
+        _, again = run(binary, ranks, ["max_steps=1", "metrics=m.jsonl"])
+        now = sorted(p.name for p in Path(".").iterdir() if p.name.startswith("m.jsonl"))
+        if now != ["m.jsonl"] or any(f"removed {name}" not in again for name in left):
+            sys.exit(f"FAIL: after the killed run left {left}, the next run left {now}:\n{again[-2000:]}")
         print(f"ok: kill -9 of one of {ranks} ranks in step 3: the job ended (exit {rc}) {seconds:.2f} s later; "
-              f"{len(named)} surviving rank(s) named their collective" + (f", e.g. {named[0]!r}" if named else ""))
+              f"{len(named)} surviving rank(s) named their collective" + (f", e.g. {named[0]!r}" if named else "") +
+              f"; the next run removed the unfinished {left}")
     elif mode == "stuck":
         ranks = int(sys.argv[3])
         timeout = 3
-        rc, out, seconds = start_and_hit(binary, ranks, ["max_steps=3000", f"collective_timeout_s={timeout}"],
-                                         signal.SIGSTOP)
+        rc, out, seconds = start_and_hit(binary, ranks, ["max_steps=3000", f"collective_timeout_s={timeout}",
+                                                         "metrics=m.jsonl"], signal.SIGSTOP)
         lines = [line for line in out.splitlines() if "collective watchdog" in line]
         if rc == 0 or not lines or " in step " not in lines[0] or "[rank " not in lines[0] or seconds > timeout + 20:
             sys.exit(f"FAIL: a stopped rank: exit {rc} after {seconds:.1f} s, watchdog lines {lines}:\n{out[-3000:]}")
+        # Rank 0 writes the metrics; its watchdog, or the signal of the launcher ending it after another rank's
+        # watchdog, removes the unfinished file.
+        left = sorted(p.name for p in Path(".").iterdir() if p.name.startswith("m.jsonl"))
+        if left or "removed the unfinished output" not in out:
+            sys.exit(f"FAIL: the watchdog's exit left {left}:\n{out[-3000:]}")
         print(f"ok: one of {ranks} ranks stopped in step 3: the watchdog (collective_timeout_s={timeout}) ended the job "
               f"(exit {rc}) {seconds:.2f} s later: {lines[0]!r}")
     elif mode == "disk":

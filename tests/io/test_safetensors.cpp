@@ -218,6 +218,19 @@ TEST_CASE("safetensors: writes the reference layout: u64 length, compact JSON, s
   }
 }
 
+TEST_CASE("safetensors: the temporary file is new, never opened through a link planted under its name", "[io]") {
+  TempDir dir;
+  write_raw(dir / "data.bin", "keep me");
+  const std::string pid = std::to_string(::getpid());
+  fs::create_symlink(dir / "data.bin", dir / ("out.safetensors.partial-" + pid));  // once: .tmp-<pid>, O_TRUNC
+  const auto w = bytes_of<float>({1.0f, 2.0f});
+  write_safetensors(dir / "out.safetensors", std::vector<TensorView>{{"w", StDType::F32, {2}, w}});
+  CHECK(read_raw(dir / "data.bin") == "keep me");
+  CHECK(fs::is_symlink(dir / ("out.safetensors.partial-" + pid)));
+  CHECK(SafetensorsFile::open(dir / "out.safetensors").tensors().size() == 1);
+  CHECK_FALSE(fs::exists(dir / ("out.safetensors.partial-" + pid + "-1")));
+}
+
 TEST_CASE("safetensors: rejects files too short for the length or the header", "[io]") {
   TempDir dir;
   const fs::path path = dir / "x.safetensors";
@@ -411,7 +424,7 @@ TEST_CASE("safetensors: a failed write leaves nothing behind", "[io]") {
   SECTION("parent path runs through a regular file") {
     write_raw(dir / "blocker", "not a directory");
     require_write_fails(dir / "blocker" / "out.safetensors", {{"w", StDType::F32, {4}, four_floats}},
-                        {"cannot create temporary file"});
+                        {"cannot create the temporary file"});
     CHECK(entries(dir.path()) == std::vector<std::string>{"blocker"});
     CHECK(read_raw(dir / "blocker") == "not a directory");
   }

@@ -25,7 +25,13 @@ Besides the given tokenizers, derived tokenizer.json files are checked when --va
 tokenizer.json with add_prefix_space, with use_regex false, with ignore_merges, and with added tokens that are
 single_word, lstrip, rstrip, normalized, special or not, and one whose content is not byte-level text.
 
-usage: check_tokenizers.py TOKENIZE_DUMP TOKENIZER... [--variants] [--count N] [--perturb --expect-mismatch]
+--long BYTES checks long texts instead, of about BYTES bytes each, built from those strings: joined by single spaces
+(one line), by mixed whitespace and newlines, wrapped in spaces, with special-token strings between them, a CJK text
+without a space, and one with invalid UTF-8 bytes. tessera encodes them in chunks (tokenize_dump --chunk-bytes 1, at
+every cut, and --chunk-bytes 4096), the reference encodes each whole.
+
+usage: check_tokenizers.py TOKENIZE_DUMP TOKENIZER... [--variants] [--count N | --long BYTES]
+                           [--perturb --expect-mismatch]
 --perturb hands the comparison one wrong expected id (the first id of the first non-empty string of the first
 tokenizer, plus one): a negative control, which must then see a mismatch. Exit 0 when every check passes, 1 when
 one fails, 2 when tokenize_dump or a reference did not run. With --expect-mismatch exit 0 only when the tool ran
@@ -149,6 +155,56 @@ INVALID_UTF8 = [b"\xff", b"a\x80b", b"\xe2\x82", b"\xe2\x82 x", b"\xc0\xaf", b"\
                 b"x\xe0\x80\xafy", b"\xef\xbf\xbd\xff", b"</s>\xff<s>"]
 
 
+def long_texts(size, seed=11):
+    """One-line texts of about `size` bytes (newlines inside the strings become spaces, but for the mixed one)."""
+    rng = random.Random(seed)
+    pool = strings(3000)
+
+    def build(join, keep_newlines=False):
+        parts, n = [], 0
+        while n < size:
+            text = rng.choice(pool)
+            text = text if keep_newlines else text.replace("\r", " ").replace("\n", " ")
+            parts.append(text)
+            n += len(text.encode("utf-8")) + 1
+        return join(parts)
+
+    cjk = [t for t in SCRIPTS if " " not in t and not t.isascii()]
+    out = [build(" ".join),
+           build(lambda parts: "".join(p + rng.choice([" ", " ", " ", "  ", "\t", "\n", " \n ", "\u00a0", ""])
+                                       for p in parts), keep_newlines=True),
+           "  " + build(" ".join) + " ",
+           build(lambda parts: " ".join(p + rng.choice(SPECIALS) for p in parts)),
+           "".join(rng.choice(cjk) for _ in range(size // 12))]
+    invalid = bytearray(build(" ".join).encode("utf-8"))
+    for _ in range(50):
+        invalid[rng.randrange(len(invalid))] = rng.choice([0xFF, 0x80, 0xE2, 0xC3])
+    return out + [bytes(invalid)]
+
+
+def remembered(encode):
+    known = {}
+
+    def once(text):
+        if text not in known:
+            known[text] = list(encode(text))
+        return known[text]
+    return once
+
+
+def shown(text):
+    """A string for a message: long ones cut to their start and length."""
+    return repr(text) if len(text) <= 120 else f"{text[:60]!r}... ({len(text)} characters)"
+
+
+def id_difference(got, want):
+    if len(got) + len(want) <= 60:
+        return f"tessera {got}, reference {want}"
+    at = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
+    return (f"{len(got)} and {len(want)} ids, first different at {at}: tessera {got[at:at + 8]}, "
+            f"reference {want[at:at + 8]}")
+
+
 def byte_level(json_file):
     with open(json_file, encoding="utf-8") as f:
         root = json.load(f)
@@ -207,13 +263,14 @@ class Reference:
             self.special = {"bos_id": auto.bos_token_id, "eos_id": auto.eos_token_id, "pad_id": auto.pad_token_id}
 
 
-def run_dump(dump, tokenizer, inputs, work):
+def run_dump(dump, tokenizer, inputs, work, chunk_bytes=None):
     in_path, out_path = os.path.join(work, "in.jsonl"), os.path.join(work, "out.jsonl")
     with open(in_path, "w", encoding="utf-8") as f:
         for item in inputs:
             row = {"hex": item.hex()} if isinstance(item, bytes) else {"text": item}
             f.write(json.dumps(row, ensure_ascii=True) + "\n")
-    proc = subprocess.run([dump, tokenizer, in_path, out_path], capture_output=True, text=True)
+    chunks = [] if chunk_bytes is None else ["--chunk-bytes", str(chunk_bytes)]
+    proc = subprocess.run([dump, *chunks, tokenizer, in_path, out_path], capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"tokenize_dump {tokenizer} failed ({proc.returncode}): {proc.stderr.strip()}")
     with open(out_path, encoding="utf-8") as f:
@@ -235,21 +292,21 @@ def check(name, ref, header, rows, inputs, perturb):
     for text, row in zip(inputs, rows):
         if isinstance(text, bytes) and not ref.accepts_bytes:
             if "error" not in row or "not valid UTF-8" not in row["error"]:
-                mismatches.append(f"{text!r}: tessera gave {row}, but must refuse invalid UTF-8")
+                mismatches.append(f"{shown(text)}: tessera gave {shown(str(row))}, but must refuse invalid UTF-8")
             continue
         if "error" in row:
-            mismatches.append(f"{text!r}: tessera refused it: {row['error']}")
+            mismatches.append(f"{shown(text)}: tessera refused it: {row['error']}")
             continue
         want = list(ref.encode(text))
         if perturb and want:
             want[0] += 1
             perturb = False
         if row["ids"] != want:
-            mismatches.append(f"{text!r}: ids tessera {row['ids']}, reference {want}")
+            mismatches.append(f"{shown(text)}: ids {id_difference(row['ids'], want)}")
             continue
         want_text = ref.decode(want)
         if row["decoded"] != want_text:
-            mismatches.append(f"{text!r}: decode tessera {row['decoded']!r}, reference {want_text!r}")
+            mismatches.append(f"{shown(text)}: decode tessera {shown(row['decoded'])}, reference {shown(want_text)}")
     print(f"{name}: {len(inputs)} strings ({sum(isinstance(t, bytes) for t in inputs)} of them invalid UTF-8), "
           f"{len(mismatches)} mismatches; fingerprint {header['fingerprint']}")
     for line in mismatches[:8]:
@@ -300,6 +357,7 @@ def main():
     ap.add_argument("tokenizers", nargs="+")
     ap.add_argument("--count", type=int, default=3000)
     ap.add_argument("--variants", action="store_true")
+    ap.add_argument("--long", type=int, default=0, metavar="BYTES")
     ap.add_argument("--perturb", action="store_true")
     ap.add_argument("--expect-mismatch", action="store_true")
     a = ap.parse_args()
@@ -311,7 +369,8 @@ def main():
     glue = ["", " ", "  ", "x", "é", "1", "_", "!", "\n"] + SPACES
     texts += [rng.choice(glue).join([rng.choice(special_words + WORDS[:8] + SPACES) for _ in range(rng.randint(1, 7))])
               for _ in range(400)]
-    inputs = texts + INVALID_UTF8
+    inputs = long_texts(a.long) if a.long else texts + INVALID_UTF8
+    chunk_sizes = [1, 4096] if a.long else [None]
     ok, perturb = True, a.perturb
     with tempfile.TemporaryDirectory() as work:
         targets = [(os.path.basename(os.path.normpath(t)), t) for t in a.tokenizers]
@@ -324,12 +383,19 @@ def main():
         for name, path in targets:
             try:
                 ref = Reference(path)
-                header, rows = run_dump(a.dump, path, inputs, work)
             except Exception as e:  # noqa: BLE001: any failure to run either side is exit 2
                 print(f"{name}: {e}")
                 return 2
-            ok = check(name, ref, header, rows, inputs, perturb) and ok
-            perturb = False
+            ref.encode = remembered(ref.encode)  # once per text, however many chunk sizes
+            for chunk_bytes in chunk_sizes:
+                label = name if chunk_bytes is None else f"{name}, chunks of {chunk_bytes} bytes"
+                try:
+                    header, rows = run_dump(a.dump, path, inputs, work, chunk_bytes)
+                except Exception as e:  # noqa: BLE001
+                    print(f"{label}: {e}")
+                    return 2
+                ok = check(label, ref, header, rows, inputs, perturb) and ok
+                perturb = False
     if a.expect_mismatch:
         print("negative control: " + ("mismatch seen, as it must be" if not ok else "NO mismatch seen"))
         return 0 if not ok else 1

@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "../scratch_dir.hpp"
+
 namespace tessera::testing {
 
 // tests/text/fixtures/<name>: TESSERA_TEXT_FIXTURES when the build defines it (tessera's build compiles through
@@ -21,14 +23,8 @@ inline std::filesystem::path text_fixture(std::string_view name) {
 #endif
 }
 
-// An empty directory of its own under the temp directory.
-inline std::filesystem::path text_scratch_dir(std::string_view tag) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("tessera-text-" + std::string(tag) + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+// An empty directory of its own under the temp directory (scratch_dir.hpp's, named "tessera-text-<tag>-<pid>").
+inline std::filesystem::path text_scratch_dir(std::string_view tag) { return fresh_dir("text-" + std::string(tag)); }
 
 inline void write_text(const std::filesystem::path& path, std::string_view text) {
   std::ofstream(path, std::ios::binary) << text;

@@ -1,11 +1,13 @@
 // tokenize_dump: text through tessera::text::Tokenizer, for tests/reference/check_tokenizers.py to compare with the
 // Python packages.
-//   tokenize_dump TOKENIZER IN.jsonl OUT.jsonl
+//   tokenize_dump [--chunk-bytes N] TOKENIZER IN.jsonl OUT.jsonl
+// --chunk-bytes: encode texts longer than N bytes in chunks of about N (text/chunks.hpp; default 1 MiB).
 // IN.jsonl holds one object per line: {"text": "..."}, or {"hex": "..."} for raw bytes (invalid UTF-8).
 // OUT.jsonl gets first {"kind", "vocab_size", "bos_id", "eos_id", "pad_id", "fingerprint"} (ids null when unset),
 // then per input line {"ids": [...], "decoded": decode(ids)}, or {"error": "..."} when encode refused the text.
 // Exit 2 on bad arguments, 1 with the message when the tokenizer or a file cannot be read.
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -29,8 +31,17 @@ std::string from_hex(const std::string& where, const std::string& hex) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::size_t chunk_bytes = tessera::text::kChunkBytes;
+  const char* program = argv[0];
+  if (argc == 6 && std::string(argv[1]) == "--chunk-bytes") {
+    const char* number = argv[2];
+    char* end = nullptr;
+    chunk_bytes = std::strtoull(number, &end, 10);
+    argc = end != number && *end == '\0' ? 4 : 0;
+    argv += 2;
+  }
   if (argc != 4) {
-    std::fprintf(stderr, "usage: %s TOKENIZER IN.jsonl OUT.jsonl\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--chunk-bytes N] TOKENIZER IN.jsonl OUT.jsonl\n", program);
     return 2;
   }
   try {
@@ -51,7 +62,7 @@ int main(int argc, char** argv) {
                                                                    ? from_hex(where, row.at("hex").get<std::string>())
                                                                    : row.at("text").get<std::string>();
                                       try {
-                                        const auto ids = tokenizer.encode(text);
+                                        const auto ids = tokenizer.encode(text, chunk_bytes);
                                         write({{"ids", ids}, {"decoded", tokenizer.decode(ids)}});
                                       } catch (const tessera::FormatError& e) {
                                         write({{"error", e.what()}});

@@ -3,6 +3,7 @@
 //   file_kind            "a FIFO", "a character device", ...: what a path is, for messages
 //   replace_problem      why an output path must not be replaced by a file, or "" when it may
 //   create_partial_file  the temporary file an output is written to before it is renamed onto its target
+//   remove_stale_partial_files  the temporary files of that name whose process has ended
 //   same_file            whether two paths name one existing file (device and inode: links and spellings alike)
 // (core/partial_files.hpp removes registered temporary files when the process is killed.)
 #include <sys/types.h>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tessera {
 
@@ -32,8 +34,15 @@ struct PartialFile {
   int fd = -1;
 };
 // Error "cannot create the temporary file m.jsonl.partial-12: Permission denied" (the caller names its setting)
-// when no such file can be created.
+// when no such file can be created. First removes what remove_stale_partial_files finds, saying so on stderr.
 PartialFile create_partial_file(const std::filesystem::path& target);
+
+// Removes the regular files "<target>.partial-<pid>[-<k>]" of this user whose process has ended (kill(pid, 0) says
+// no such process): what a process killed outright (SIGKILL: the launcher after a peer's death, the OOM killer) left
+// of its output, which no signal handler could remove. A link, another user's file or a live process's stays.
+// Returns the paths removed. (A writer on another host of a shared file system is seen as ended: two runs writing
+// one output path at once are already in conflict.)
+std::vector<std::filesystem::path> remove_stale_partial_files(const std::filesystem::path& target);
 
 // True when both paths exist and are one file: the same device and inode, however spelled or linked.
 bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);

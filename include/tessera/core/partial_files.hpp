@@ -19,6 +19,10 @@ bool stop_requested();
 
 void unregister_partial_file(const std::filesystem::path& path);
 
+// Removes every registered file and staged directory now, saying "tessera: <why>; removed the unfinished output
+// ..." on stderr: for a process about to _Exit (the collective watchdog). Async-signal-safe.
+void remove_partial_outputs(const char* why) noexcept;
+
 // A directory written under "<target>.partial-<pid>", beside `target` (taken as normalized_path gives it, so
 // "out/" stages "out.partial-<pid>"), then moved into place by commit(). Until then it is removed by the
 // destructor (an error on the way) and by the signal handler (a killed process); the target never shows a

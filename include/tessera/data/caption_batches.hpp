@@ -62,7 +62,8 @@ class CaptionBatches {
   CaptionBatches(const RunConfig& cfg, models::CaptionSpec spec, std::int64_t world_size);
 
   // Rank `rank`'s B rows of micro-step `micro` of step `step`, on `device`: pixels (B, C, S, S) fp32, input_ids,
-  // attention_mask and labels (B, T) / (B, L) int64, padded as the header says.
+  // attention_mask and labels (B, T) / (B, L) int64, padded as the header says. On the meta device (a dry run) the
+  // pixels are shapes only: no image is decoded.
   models::CaptionBatch batch(std::int64_t step, std::int64_t micro, std::int64_t rank, c10::Device device) const;
 
   std::int64_t total_steps() const { return total_steps_; }

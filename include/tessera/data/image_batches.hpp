@@ -35,7 +35,8 @@ class ImageBatches {
  public:
   ImageBatches(const RunConfig& cfg, models::ImageSpec spec, std::int64_t world_size);
 
-  // Rank `rank`'s rows of micro-step `micro` of step `step`: pixels (B, C, S, S) fp32 and labels (B,) int64.
+  // Rank `rank`'s rows of micro-step `micro` of step `step`: pixels (B, C, S, S) fp32 and labels (B,) int64. On the
+  // meta device (a dry run) the pixels are shapes only: no image is decoded.
   models::ImageBatch batch(std::int64_t step, std::int64_t micro, std::int64_t rank, c10::Device device) const;
 
   std::int64_t total_steps() const { return total_steps_; }

@@ -2,7 +2,9 @@
 // defines: tessera::dist::watchdog, the collective watchdog (as NCCL's in torch.distributed): a thread per rank
 // that ends the job when a collective has waited longer than collective_timeout_s. A rank that stops answering
 // (stuck, paused, on a dead node) otherwise leaves every other rank blocked in its next collective for ever.
-//   start(timeout_s, rank, size)  arms it (once per process; 0 = off); runs of one rank need none
+//   start(timeout_s, rank, size)  arms it (0 = no limit; runs of one rank need none); calls nest, each ending
+//                                 with a stop(): the thread runs from the first start() to the last stop(), and
+//                                 the latest start() sets the limit, the rank and the size
 //   Guard g("all-reduce", bytes)  marks a collective in flight on this rank, from its call (or its wait) to
 //                                 its completion; nested guards count as the outermost
 //   set_step(s)                   the optimizer step the rank is in, for the message
@@ -17,8 +19,18 @@
 namespace tessera::dist::watchdog {
 
 void start(double timeout_s, int rank, int size);
-// Stops the thread (the end of a run; a later start() re-arms it).
+// Ends the start() it matches; the last one stops the thread (a later start() re-arms it).
 void stop();
+
+// start() for a scope: tessera::main holds one from before MPI starts to after it ends, so communicator creation,
+// the ranks' agreement and MPI_Finalize are watched too; Trainer::run holds another.
+class Armed {
+ public:
+  Armed(double timeout_s, int rank, int size) { start(timeout_s, rank, size); }
+  ~Armed() { stop(); }
+  Armed(const Armed&) = delete;
+  Armed& operator=(const Armed&) = delete;
+};
 void set_step(std::int64_t step);
 
 class Guard {

@@ -16,8 +16,11 @@
 // Threads: MPI runs at MPI_THREAD_FUNNELED: only the thread that made the World calls MPI. LibTorch's
 // intra-op worker threads never do, and async collectives are started and waited on from that thread.
 // If MPI was initialised before the World (by the caller), the World uses it and leaves finalising to them.
+// Starting MPI, making the World's communicators and MPI_Finalize run under the collective watchdog
+// (dist/watchdog.hpp) when it is armed: a rank that never comes ends the job instead of hanging it.
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -65,6 +68,11 @@ class World {
   // Collective: ranks giving the same color (>= 0) form one communicator, ordered by key (ties by world
   // rank), e.g. color = rank / group_size for hybrid sharding's groups of group_size ranks.
   MpiCommunicator split(int color, int key) const;
+
+  // Collective: every rank gets `root`'s bytes in `bytes` (any length; a few kB in practice).
+  void broadcast(std::string& bytes, int root) const;
+  // Collective: the least of every rank's `value`.
+  int min(int value) const;
 
  private:
   detail::OwnedComm comm_;  // MPI_COMM_WORLD's duplicate for World's own calls, errors returned not fatal

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -40,6 +41,17 @@ UnitComms communicators(int shard_group_size, c10::Device device);
 std::vector<std::int64_t> gather_to_root(std::span<const std::int64_t> record);
 // Prints "[rank r/size] message" on stderr and ends every rank of the job with `code` (MPI_Abort).
 [[noreturn]] void abort(int code, std::string_view message);
+
+// One thing every rank of a job must see alike: compared by `value`, printed as `shown` ("bucket_cap_mb=25", or
+// "data=a.bin (40000 bytes, ...)" for a value that is a fingerprint).
+struct Fact {
+  std::string key, value, shown;
+};
+// Collective: rank 0's facts reach every rank, which compares its own with them, key by key. When any rank's
+// differ, every rank throws ConfigError("ranks disagree on <what>: rank r has <its shown> where rank 0 has
+// <rank 0's>; <fix>") for the lowest such rank r and its first differing key, so the job ends at once, naming
+// both values. Nothing in a job of one (or a dry run, or under a SoloScope).
+void agree(std::string_view what, std::span<const Fact> facts, std::string_view fix);
 
 }  // namespace job
 
@@ -75,18 +87,22 @@ class DryRunScope {
 
 // Starts MPI for the program's lifetime when tessera has it, no World exists yet and the process was started by
 // an MPI launcher (mpirun/mpiexec, or srun with more than one task: launched_by_mpi()); a plain process is a job
-// of one without MPI. Does nothing otherwise.
+// of one without MPI. Does nothing otherwise. With collective_timeout_s > 0 the collective watchdog
+// (dist/watchdog.hpp) is armed from before MPI starts (rank and size from the launcher's variables) to after
+// MPI_Finalize, so a rank that never joins the job's first collectives or its end stops the job after that long.
 bool launched_by_mpi();
 
 class JobScope {
  public:
-  JobScope();
+  explicit JobScope(double collective_timeout_s = 0);
   ~JobScope();
   JobScope(const JobScope&) = delete;
   JobScope& operator=(const JobScope&) = delete;
 
  private:
+  std::shared_ptr<void> watch_;  // declared first: released last, after MPI_Finalize
   std::shared_ptr<void> world_;
+  std::shared_ptr<void> watch_world_;
 };
 
 }  // namespace tessera

@@ -49,4 +49,9 @@ ImageInfo probe_image(std::span<const std::uint8_t> bytes, std::string_view what
 RgbImage read_image(const std::filesystem::path& path);
 RgbImage decode_image(std::span<const std::uint8_t> bytes, std::string_view what);
 
+namespace detail {
+// How many images read_image / decode_image have decoded in this process: what tests count an epoch's decodes by.
+std::int64_t images_decoded();
+}  // namespace detail
+
 }  // namespace tessera::io

@@ -1,8 +1,9 @@
 #pragma once
-// defines: read_json_file, the one way tessera reads a JSON file (config.json, adapter_config.json, a
-// shard index), for_each_json_line, the one way it reads a JSON Lines data file (labels.jsonl, pairs.jsonl), and the two guards every JSON text passes: json_nesting_error (nesting bounded before a
-// value is built: deeper values overflow the stack of anything that walks them recursively, dump() first)
-// and json_excerpt (a value in a message, cut to a bounded length).
+// defines: read_json_file, the one way tessera reads a JSON file (config.json, adapter_config.json, a shard
+// index), for_each_json_line, the one way it reads a JSON Lines data file (labels.jsonl, pairs.jsonl), and the
+// two guards every JSON text passes: json_nesting_error (nesting bounded before a value is built: deeper values
+// overflow the stack of anything that walks them recursively, dump() first) and json_excerpt (a value in a
+// message, cut to a bounded length).
 #include <cstddef>
 #include <filesystem>
 #include <functional>

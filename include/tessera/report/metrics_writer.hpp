@@ -1,7 +1,7 @@
 #pragma once
 // defines: MetricsWriter, the JSONL metrics file (one JSON object a line).
-// Lines go to "<path>.partial" and the file takes its real name only at commit(): a run that fails
-// leaves no metrics file behind (the partial file is removed, also when the process is killed).
+// Lines go to a new "<path>.partial-<pid>" (core/new_file.hpp) and the file takes its real name only at commit():
+// a run that fails leaves no metrics file behind (the partial file is removed, also when the process is killed).
 // Every line is flushed as it is written, so a full disk or a file size limit stops the run at that
 // step with an Error naming the setting, not at the end.
 #include <cstdint>

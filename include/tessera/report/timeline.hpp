@@ -86,7 +86,8 @@ std::vector<Event> decode(std::span<const std::int64_t> values);
 // "step s" / "micro-step m", args {index, bytes}.
 nlohmann::json chrome_trace(const std::vector<std::vector<Event>>& per_rank, std::span<const std::string> unit_names);
 
-// Writes the trace to `path` through a .partial file renamed into place (no partial file is left on failure).
+// Writes the trace to `path` through a new `<path>.partial-<pid>` renamed into place (core/new_file.hpp; no partial
+// file is left on failure).
 void write_chrome_trace(const std::filesystem::path& path, const nlohmann::json& trace);
 
 }  // namespace tessera::timeline

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tessera/text/added_tokens.hpp"
+#include "tessera/text/chunks.hpp"
 
 namespace tessera::text {
 
@@ -41,8 +42,10 @@ class ByteLevelBpe {
                                         std::vector<AddedToken> added, bool add_prefix_space);
 
   // The ids of `text`, which must be valid UTF-8 (FormatError naming the first invalid byte otherwise: tokenizers
-  // takes Python str only).
-  std::vector<std::int64_t> encode(std::string_view text) const;
+  // takes Python str only). A stretch between added tokens longer than chunk_bytes is pre-tokenized and merged in
+  // chunks (text/chunks.hpp: each cut starts a piece of GPT-2's regex), with the same ids; without use_regex it is
+  // one word, encoded whole.
+  std::vector<std::int64_t> encode(std::string_view text, std::size_t chunk_bytes = kChunkBytes) const;
   // The bytes of the tokens, special added tokens left out, with each invalid UTF-8 sequence replaced by U+FFFD
   // (tokenizers' decode, skip_special_tokens=True). FormatError for an id that names no token.
   std::string decode(std::span<const std::int64_t> ids) const;
@@ -63,6 +66,7 @@ class ByteLevelBpe {
              const std::vector<std::pair<std::string, std::string>>& merges, const std::filesystem::path& merges_path);
   void add_tokens(std::vector<AddedToken> tokens, const std::filesystem::path& path);
   void encode_word(std::string_view word, std::vector<std::int64_t>& out) const;
+  void encode_stretch(std::string_view stretch, std::size_t chunk_bytes, std::vector<std::int64_t>& out) const;
   std::string token_name(std::int64_t id) const;  // as the file spells it, for messages (a slow search)
 
   std::unordered_map<std::string, std::int64_t> by_name_;   // tokenizer.json's spelling -> id

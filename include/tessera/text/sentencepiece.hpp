@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/text/chunks.hpp"
+
 namespace tessera::text {
 
 class SentencePiece {
@@ -22,8 +24,9 @@ class SentencePiece {
   static SentencePiece from_model_bytes(std::string_view bytes, const std::filesystem::path& path);
 
   // Text that is not valid UTF-8 is encoded as sentencepiece encodes it: each invalid byte as U+FFFD (which a
-  // byte_fallback model writes as the bytes EF BF BD, another as its unknown piece).
-  std::vector<std::int64_t> encode(std::string_view text) const;
+  // byte_fallback model writes as the bytes EF BF BD, another as its unknown piece). A text longer than chunk_bytes
+  // is encoded in chunks (text/chunks.hpp) with the same ids, unless why_unchunked() says why not.
+  std::vector<std::int64_t> encode(std::string_view text, std::size_t chunk_bytes = kChunkBytes) const;
   // Control pieces (<s>, </s>, <pad>) decode to nothing, the unknown piece to " ⁇ ", byte pieces to their bytes.
   // FormatError for an id outside 0..vocab_size()-1.
   std::string decode(std::span<const std::int64_t> ids) const;
@@ -36,6 +39,9 @@ class SentencePiece {
   std::optional<std::int64_t> eos_id() const;
   std::optional<std::int64_t> pad_id() const;
   std::optional<std::int64_t> unk_id() const;
+  // "" when encode cuts long texts into chunks; else why this model encodes every text whole ("a unigram model,
+  // ...": docs/tokenizers.md#long-texts).
+  const std::string& why_unchunked() const;
 
  private:
   struct Impl;

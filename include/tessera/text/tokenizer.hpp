@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/text/chunks.hpp"
+
 namespace tessera::text {
 
 class Tokenizer {
@@ -36,7 +38,9 @@ class Tokenizer {
   // by a byte-level BPE, as tokenizers does, and are plain text to SentencePiece, as sentencepiece does.
   // Invalid UTF-8: SentencePiece encodes each invalid byte as U+FFFD (as python sentencepiece does for bytes); a
   // byte-level BPE throws FormatError naming the byte (tokenizers takes valid Unicode only).
-  std::vector<std::int64_t> encode(std::string_view text) const;
+  // A text longer than chunk_bytes is encoded in chunks, with the same ids (text/chunks.hpp; the models say when
+  // they cannot: SentencePiece::why_unchunked).
+  std::vector<std::int64_t> encode(std::string_view text, std::size_t chunk_bytes = kChunkBytes) const;
   // encode(text) with the special tokens transformers' tokenizer(text) adds: BOS first when add_bos_token(), EOS
   // last when add_eos_token(). ([1, ...] for Llama, [2, ...] for OPT, [..., 1] for T5.)
   std::vector<std::int64_t> encode_with_special(std::string_view text) const;
