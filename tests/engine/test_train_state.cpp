@@ -89,6 +89,17 @@ void flip_byte(const fs::path& file, std::int64_t offset) {
   f.put(static_cast<char>(c ^ 0x01));
 }
 
+// A scratch directory (removed with the test) holding step 2 of a one-rank job whose "0.param" is 0, 1, .., 99.
+struct OneCheckpoint {
+  fs::path dir = fresh_dir("train_state");
+  Cleanup cleanup{dir};
+  fs::path ckpt = [this] {
+    TrainStateWriter w;
+    w.add_part("0.param", at::arange(100, at::kFloat), 0, 100);
+    return save_one(dir / "c", 2, w).path;
+  }();
+};
+
 }  // namespace
 
 TEST_CASE("train_state: parts and local tensors come back bit for bit", "[engine][train_state]") {
@@ -180,11 +191,8 @@ TEST_CASE("train_state: keep_last and newest go by the manifests' steps and keep
 }
 
 TEST_CASE("train_state: a changed byte in a rank file is refused by its CRC-32C", "[engine][train_state]") {
-  const fs::path tmp_dir = fresh_dir("train_state");
-  const Cleanup cleanup{tmp_dir};
-  TrainStateWriter w;
-  w.add_part("0.param", at::arange(100, at::kFloat), 0, 100);
-  const fs::path ckpt = save_one(tmp_dir / "c", 2, w).path;
+  const OneCheckpoint one;
+  const fs::path& ckpt = one.ckpt;
   const fs::path file = ckpt / "rank-00000.safetensors";
   const nlohmann::json listed = read_manifest(ckpt)["files"][0];
   CHECK(listed["crc32c"].get<std::string>().size() == 8);
@@ -252,11 +260,8 @@ TEST_CASE("train_state: every element of a part tensor is in exactly one file", 
 }
 
 TEST_CASE("train_state: damaged checkpoints are refused, naming the file", "[engine][train_state]") {
-  const fs::path tmp_dir = fresh_dir("train_state");
-  const Cleanup cleanup{tmp_dir};
-  TrainStateWriter w;
-  w.add_part("0.param", at::arange(100, at::kFloat), 0, 100);
-  const fs::path ckpt = save_one(tmp_dir / "c", 2, w).path;
+  const OneCheckpoint one;
+  const fs::path& ckpt = one.ckpt;
   const fs::path file = ckpt / "rank-00000.safetensors";
   SECTION("truncated rank file") {
     fs::resize_file(file, 50);
@@ -274,11 +279,8 @@ TEST_CASE("train_state: damaged checkpoints are refused, naming the file", "[eng
 }
 
 TEST_CASE("train_state: every manifest field is checked for its type and range, by name", "[engine][train_state]") {
-  const fs::path tmp_dir = fresh_dir("train_state");
-  const Cleanup cleanup{tmp_dir};
-  TrainStateWriter w;
-  w.add_part("0.param", at::arange(100, at::kFloat), 0, 100);
-  const fs::path ckpt = save_one(tmp_dir / "c", 2, w).path;
+  const OneCheckpoint one;
+  const fs::path& ckpt = one.ckpt;
   const nlohmann::json good = read_manifest(ckpt);
   CHECK(train_state::check_manifest(good, "m.json") == 2);
   const auto refused = [&](const std::function<void(nlohmann::json&)>& edit) {
