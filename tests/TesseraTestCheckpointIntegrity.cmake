@@ -1,5 +1,5 @@
-# Resumable checkpoints verified before they are trusted, and a checkpoint_dir held by one run (issue 28, items 1
-# and 5; engine/train_state.hpp, engine/checkpoint_dir_lock.hpp, the token cache of data/text_data.hpp). Each test
+# Resumable checkpoints verified before they are trusted, and a checkpoint_dir held by one run
+# (engine/train_state.hpp, engine/checkpoint_dir_lock.hpp, the token cache of data/text_data.hpp). Each test
 # fails on the code before the change (the comment above it says how) and passes after. Variables (_fp32, _expect,
 # _model, _fixture, _sp_tok) from TesseraTestCli.cmake; tests/cli/edit_checkpoint.py damages the files.
 if(NOT TESSERA_BUILD_EXAMPLES)

@@ -1,6 +1,6 @@
-# Issue 28's faults: tessera-report on hostile metrics files and outputs, temporary files planted as links, readers
-# given FIFOs, image headers that claim more than their files hold, outputs that are inputs by another spelling, and the
-# memory a long one-line text takes to tokenize.
+# Faults a hostile-input probe found: tessera-report on hostile metrics files and outputs, temporary files planted
+# as links, readers given FIFOs, image headers that claim more than their files hold, outputs that are inputs by
+# another spelling, and the memory a long one-line text takes to tokenize.
 # Each test fails on the code before its fix (the comment above it says how) and passes after, in a few seconds; a
 # command that once hung runs under a short timeout, so that it fails fast. Variables from TesseraTestCli.cmake.
 if(NOT TESSERA_BUILD_EXAMPLES)

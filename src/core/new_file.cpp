@@ -65,16 +65,22 @@ std::vector<std::filesystem::path> remove_stale_partial_files(const std::filesys
     const pid_t pid = partial_owner(entry, name);
     if (pid <= 0 || pid == ::getpid()) continue;
     struct stat st {};
-    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) continue;
+    if (::lstat(it->path().c_str(), &st) != 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) ||
+        st.st_uid != ::geteuid())
+      continue;
     if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its writer lives (or is another user's)
-    if (::unlink(it->path().c_str()) == 0) removed.push_back(target.has_parent_path() ? it->path() : fs::path(entry));
+    std::error_code gone;
+    if (S_ISDIR(st.st_mode) ? (fs::remove_all(it->path(), gone), !gone) : ::unlink(it->path().c_str()) == 0) {
+      removed.push_back(target.has_parent_path() ? it->path() : fs::path(entry));
+      std::fprintf(stderr, "tessera: removed %s, left unfinished by a process that has ended\n",
+                   removed.back().c_str());
+    }
   }
   return removed;
 }
 
 PartialFile create_partial_file(const std::filesystem::path& target) {
-  for (const std::filesystem::path& stale : remove_stale_partial_files(target))
-    std::fprintf(stderr, "tessera: removed %s, left unfinished by a process that has ended\n", stale.c_str());
+  remove_stale_partial_files(target);
   const std::string base = target.string() + ".partial-" + std::to_string(::getpid());
   // Another writer of this process, or a name planted there: the next suffix. A bound, so that a directory that
   // refuses every name ends the loop.

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/new_file.hpp"
 #include "tessera/core/paths.hpp"
 
 namespace tessera {
@@ -169,6 +170,7 @@ StagedDir::StagedDir(const std::filesystem::path& target) : target_(normalized_p
   if (target_ == target_.root_path() || name == "." || name == ".." || given_name == "." || given_name == "..")
     throw Error(target.string() + ": names the root, the working directory or its parent; give a new directory "
                 "name, e.g. out");
+  remove_stale_partial_files(target_);  // what a process killed outright left of this target
   staged_ = target_;
   staged_ += ".partial-" + std::to_string(::getpid());
   std::error_code ec;

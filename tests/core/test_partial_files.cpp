@@ -2,6 +2,7 @@
 // leaves neither a staged directory nor a partial file behind.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -54,6 +55,26 @@ TEST_CASE("an uncommitted StagedDir is removed, the root and dot names are refus
   CHECK_THROWS_WITH(StagedDir("/"), Contains("names the root, the working directory or its parent"));
   CHECK_THROWS_WITH(StagedDir("."), Contains("names the root"));
   CHECK_THROWS_WITH(StagedDir(dir / ".."), Contains("names the root"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a StagedDir removes what an ended process left staged for the same target", "[core]") {
+  const fs::path dir = tessera::testing::fresh_dir("partial_stale");
+  const pid_t child = ::fork();  // a pid no process has: a child that has ended and been reaped
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  const fs::path stale = dir / ("out.partial-" + std::to_string(child));
+  const fs::path live = dir / ("out.partial-" + std::to_string(::getppid()));
+  fs::create_directories(stale);
+  fs::create_directories(live);
+  std::ofstream(stale / "model.safetensors") << "half a save, killed outright";
+  {
+    StagedDir staged(dir / "out");
+    CHECK_FALSE(fs::exists(stale));
+    CHECK(fs::exists(live));  // another live process's
+    CHECK(fs::exists(staged.path()));
+  }
   fs::remove_all(dir);
 }
 

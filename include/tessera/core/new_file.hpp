@@ -34,14 +34,15 @@ struct PartialFile {
   int fd = -1;
 };
 // Error "cannot create the temporary file m.jsonl.partial-12: Permission denied" (the caller names its setting)
-// when no such file can be created. First removes what remove_stale_partial_files finds, saying so on stderr.
+// when no such file can be created. First removes what remove_stale_partial_files finds.
 PartialFile create_partial_file(const std::filesystem::path& target);
 
-// Removes the regular files "<target>.partial-<pid>[-<k>]" of this user whose process has ended (kill(pid, 0) says
-// no such process): what a process killed outright (SIGKILL: the launcher after a peer's death, the OOM killer) left
-// of its output, which no signal handler could remove. A link, another user's file or a live process's stays.
-// Returns the paths removed. (A writer on another host of a shared file system is seen as ended: two runs writing
-// one output path at once are already in conflict.)
+// Removes the files and directories "<target>.partial-<pid>[-<k>]" of this user whose process has ended (kill(pid,
+// 0) says no such process): what a process killed outright (SIGKILL: the launcher after a peer's death, the OOM
+// killer) left of its output, which no signal handler could remove. Says each on stderr ("tessera: removed
+// m.jsonl.partial-17210, left unfinished by a process that has ended") and returns them. A link, another user's
+// entry or a live process's stays. (A writer on another host of a shared file system is seen as ended: two runs
+// writing one output path at once are already in conflict.) create_partial_file and StagedDir call it.
 std::vector<std::filesystem::path> remove_stale_partial_files(const std::filesystem::path& target);
 
 // True when both paths exist and are one file: the same device and inode, however spelled or linked.
