@@ -601,6 +601,14 @@ class GradsOffloaded:
         p.grad = None
 
 
+def _accumulate_grad(param, g):
+    """A sharded gradient as the optimizer sees it: `g` itself on the first micro-step, added to it on the next."""
+    if param.grad is None:
+        param.grad = g
+    else:
+        param.grad.add_(g)
+
+
 class FsdpUnits:
     """torch FSDP1 FULL_SHARD, emulated (see the module docstring)."""
 
@@ -687,10 +695,7 @@ class FsdpUnits:
         if self.grads_on_gpu:
             if self.storage_dtype != self.reduce_dtype:
                 rs = rs.to(self.storage_dtype)
-            if u.shard.grad is None:
-                u.shard.grad = rs
-            else:
-                u.shard.grad.add_(rs)
+            _accumulate_grad(u.shard, rs)
         del rs
         for q in u.trainable:
             q.grad = None
@@ -715,10 +720,7 @@ class Zero1:
         flat = torch.empty(self.total, dtype=self.params[0].dtype, device=self.master.device)
         g = flat[:self.part].float()
         del flat
-        if self.master.grad is None:
-            self.master.grad = g
-        else:
-            self.master.grad.add_(g)
+        _accumulate_grad(self.master, g)
         del g
         for p in self.params:
             p.grad = None
