@@ -7,7 +7,7 @@
 #      allocating) and 10 s per input.
 # A crash is saved as build-fuzz/crashes/<target>-crash-<sha1> and printed in base64 (up to 64 KiB); copy it into
 # tests/fuzz/regressions/<target>/ once fixed. Prints each target's executions, coverage (libFuzzer's cov: edges and
-# ft: features) and corpus size.
+# ft: features) and corpus size. The targets run side by side, one per core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
@@ -25,20 +25,19 @@ if build-fuzz/canary_overflow -max_total_time=60 -artifact_prefix="$canary_dir/"
 fi
 echo "canary_overflow: the planted heap overflow was found (AddressSanitizer's report: build-fuzz/canary.log)"
 rm -rf "$canary_dir"
-failed=()
-for target in tests/fuzz/fuzz_*.cpp; do
-  name=$(basename "$target" .cpp)
-  binary=build-fuzz/$name
-  regressions=tests/fuzz/regressions/$name
+# One target: its regressions, then SECONDS of fuzzing; prints its line and returns non-zero on a failure.
+fuzz_one() {
+  local name=$1 binary=build-fuzz/$1 regressions=tests/fuzz/regressions/$1 corpus status=0
   if [ -d "$regressions" ] && [ -n "$(ls -A "$regressions")" ]; then
     if ! "$binary" -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 "$regressions"/* > "build-fuzz/$name.regressions.log" 2>&1; then
-      echo "$name: a regression input fails again (build-fuzz/$name.regressions.log)"; failed+=("$name"); continue
+      echo "$name: a regression input fails again (build-fuzz/$name.regressions.log)"; return 1
     fi
   fi
   corpus=$(mktemp -d)
   cp -r "tests/fuzz/corpus/$name/." "$corpus/"
   if "$binary" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 -print_final_stats=1 \
        -artifact_prefix="build-fuzz/crashes/$name-" "$corpus" > "build-fuzz/$name.log" 2>&1; then
+    local runs last cov ft files
     runs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "build-fuzz/$name.log" | grep -o '[0-9]*$')
     last=$(grep -E '^#[0-9]+' "build-fuzz/$name.log" | tail -1)
     cov=$(grep -o 'cov: [0-9]*' <<<"$last" | grep -o '[0-9]*$' || true)
@@ -46,16 +45,35 @@ for target in tests/fuzz/fuzz_*.cpp; do
     files=$(ls "$corpus" | wc -l)
     echo "$name: ${runs:-?} inputs in ${seconds} s, cov ${cov:-?} edges, ft ${ft:-?} features, corpus $files files, no crash"
   else
+    status=1
     echo "$name: FOUND A CRASH (build-fuzz/$name.log):"
     grep -E "INFO: Seed|ERROR|runtime error|terminate|what\(\)|==[0-9]+==|Test unit written" "build-fuzz/$name.log" | head -8
     # The input itself, so that a crash seen only in a CI log can be replayed: base64 -d > x; build-fuzz/$name x
+    local artifact
     artifact=$(grep -o 'Test unit written to .*' "build-fuzz/$name.log" | tail -1 | sed 's/^Test unit written to //')
     if [ -n "$artifact" ] && [ -f "$artifact" ] && [ "$(stat -c %s "$artifact")" -le 65536 ]; then
       echo "the input, base64:"; base64 -w 120 "$artifact"
     fi
-    failed+=("$name")
   fi
   rm -rf "$corpus"
+  return $status
+}
+# The targets run side by side, one per core (TESSERA_FUZZ_JOBS to change it); each prints when all have ended, in
+# order, and a failed one leaves build-fuzz/<target>.failed.
+jobs_max=${TESSERA_FUZZ_JOBS:-$(nproc)}
+names=()
+for target in tests/fuzz/fuzz_*.cpp; do
+  name=$(basename "$target" .cpp)
+  names+=("$name")
+  rm -f "build-fuzz/$name.failed"
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+  { fuzz_one "$name" > "build-fuzz/$name.summary" 2>&1 || touch "build-fuzz/$name.failed"; } &
+done
+wait
+failed=()
+for name in "${names[@]}"; do
+  cat "build-fuzz/$name.summary"
+  [ -e "build-fuzz/$name.failed" ] && failed+=("$name")
 done
 if [ ${#failed[@]} -gt 0 ]; then echo "fuzz.sh: ${#failed[@]} target(s) failed: ${failed[*]}"; exit 1; fi
 echo "fuzz.sh: every target ran ${seconds} s without a crash"

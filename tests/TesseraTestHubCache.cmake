@@ -9,7 +9,5 @@ target_link_libraries(hub_cache_dump PRIVATE tessera::tessera)
 
 set(_check_hub_cache ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_hub_cache.py"
     $<TARGET_FILE:hub_cache_dump>)
-add_test(NAME reference.hub_cache COMMAND ${_check_hub_cache})
-add_test(NAME reference.hub_cache_negative_control COMMAND ${_check_hub_cache} --perturb --expect-mismatch)
-set_tests_properties(reference.hub_cache reference.hub_cache_negative_control PROPERTIES
-  LABELS reference TIMEOUT 300)
+tessera_reference_case(reference.hub_cache COMMAND ${_check_hub_cache})
+tessera_reference_case(reference.hub_cache_negative_control COMMAND ${_check_hub_cache} --perturb --expect-mismatch)

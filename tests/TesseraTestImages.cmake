@@ -10,8 +10,6 @@ target_link_libraries(jpeg_write PRIVATE JPEG::JPEG)
 
 set(_check_images ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_images.py"
     $<TARGET_FILE:image_decode_dump> $<TARGET_FILE:jpeg_write>)
-add_test(NAME reference.images_pillow COMMAND ${_check_images})
+tessera_reference_case(reference.images_pillow COMMAND ${_check_images})
 # Negative control: one expected byte changed must be reported.
-add_test(NAME reference.images_pillow_negative_control COMMAND ${_check_images} --perturb --expect-mismatch)
-set_tests_properties(reference.images_pillow reference.images_pillow_negative_control PROPERTIES
-  LABELS reference TIMEOUT 300)
+tessera_reference_case(reference.images_pillow_negative_control COMMAND ${_check_images} --perturb --expect-mismatch)

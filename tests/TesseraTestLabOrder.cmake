@@ -8,7 +8,5 @@ target_link_libraries(lab_order_dump PRIVATE tessera::tessera)
 
 set(_check_lab_order ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_lab_order.py"
     $<TARGET_FILE:lab_order_dump>)
-add_test(NAME reference.lab_order COMMAND ${_check_lab_order})
-add_test(NAME reference.lab_order_negative_control COMMAND ${_check_lab_order} --quick --perturb --expect-mismatch)
-set_tests_properties(reference.lab_order reference.lab_order_negative_control PROPERTIES
-  LABELS reference TIMEOUT 120)
+tessera_reference_case(reference.lab_order TIMEOUT 120 COMMAND ${_check_lab_order})
+tessera_reference_case(reference.lab_order_negative_control TIMEOUT 120 COMMAND ${_check_lab_order} --quick --perturb --expect-mismatch)

@@ -14,7 +14,5 @@ if(_no_transformers_judge)
 endif()
 
 set(_check_memory_judge ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_memory_judge.py")
-add_test(NAME reference.memory_judge COMMAND ${_check_memory_judge})
-add_test(NAME reference.memory_judge_negative_control COMMAND ${_check_memory_judge} --perturb --expect-mismatch)
-set_tests_properties(reference.memory_judge reference.memory_judge_negative_control PROPERTIES
-  LABELS reference TIMEOUT 120)
+tessera_reference_case(reference.memory_judge TIMEOUT 120 COMMAND ${_check_memory_judge})
+tessera_reference_case(reference.memory_judge_negative_control TIMEOUT 120 COMMAND ${_check_memory_judge} --perturb --expect-mismatch)

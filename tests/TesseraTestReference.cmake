@@ -22,38 +22,33 @@ set(_check ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_agains
 # not IEEE's) rounds some elements differently in the last bit, which Adam's sign-like update of rounding-level
 # gradients (rare token rows of embed_tokens) turns into element-wise differences of up to 5.4e-4 over 20 steps (an
 # AVX-512-BF16 EPYC; 2.1e-4 on an AVX-512 Xeon) while the norms differ by 1.2e-5 and the losses by 8e-8.
-add_test(NAME reference.fp32_gqa_accumulate_llmc
+tessera_reference_case(reference.fp32_gqa_accumulate_llmc
   COMMAND ${_check} $<TARGET_FILE:llama-fp32> --config ${_gqa} --accumulate 2 --llmc --steps 20)
-add_test(NAME reference.fp32_tied_bf16_checkpoint
+tessera_reference_case(reference.fp32_tied_bf16_checkpoint
   COMMAND ${_check} $<TARGET_FILE:llama-fp32> --config ${_tied} --dtype BF16 --steps 20)
-add_test(NAME reference.fp32_checkpointing
+tessera_reference_case(reference.fp32_checkpointing
   COMMAND ${_check} $<TARGET_FILE:llama-fp32-ckpt> --config ${_gqa} --steps 10)
-add_test(NAME reference.sgd
+tessera_reference_case(reference.sgd
   COMMAND ${_check} $<TARGET_FILE:llama-sgd-fp32> --config ${_gqa} --optimizer sgd --lr 0.05 --steps 10)
 # torch's fused AdamW orders its arithmetic differently from the for-loop one that tessera's update follows: losses
 # still agree within 1e-7, and the weights after 20 steps within 1e-6 in norm (2.4e-5 element-wise).
-add_test(NAME reference.adamw_fused
+tessera_reference_case(reference.adamw_fused
   COMMAND ${_check} $<TARGET_FILE:llama-fp32> --config ${_gqa} --optimizer adamw-fused --accumulate 2 --steps 20)
-add_test(NAME reference.sharded_save_pretrained
+tessera_reference_case(reference.sharded_save_pretrained
   COMMAND ${_check} $<TARGET_FILE:llama-fp32> --config ${_gqa} --shard-size 200KB --steps 5)
 # One step's loss and gradients (--gradients: tessera's gradient is W0 - W1 of one SGD step at lr 1), from the
 # save_pretrained dir and then from the dir tessera saved, within 1e-5.
-add_test(NAME reference.gradients_gqa_accumulate
+tessera_reference_case(reference.gradients_gqa_accumulate
   COMMAND ${_check} $<TARGET_FILE:llama-sgd-fp32> --config ${_gqa} --gradients --accumulate 2 --tol 1e-5)
-add_test(NAME reference.gradients_tied_bf16
+tessera_reference_case(reference.gradients_tied_bf16
   COMMAND ${_check} $<TARGET_FILE:llama-sgd-fp32> --config ${_tied} --dtype BF16 --gradients --tol 1e-5)
 # Its negative control: gradients 0.1% too large (lr 1.001) must be seen.
-add_test(NAME reference.gradients_negative_control
+tessera_reference_case(reference.gradients_negative_control
   COMMAND ${_check} $<TARGET_FILE:llama-sgd-fp32> --config ${_gqa} --gradients --tol 1e-5
           --tessera-extra lr=1.001 --expect-mismatch)
-set_tests_properties(reference.gradients_gqa_accumulate reference.gradients_tied_bf16
-  reference.gradients_negative_control PROPERTIES LABELS reference TIMEOUT 300)
 # Negative control: a 1% different learning rate on tessera's side must make the check fail.
-add_test(NAME reference.negative_control
+tessera_reference_case(reference.negative_control
   COMMAND ${_check} $<TARGET_FILE:llama-fp32> --config ${_gqa} --steps 5 --tessera-extra lr=0.00303 --expect-mismatch)
-set_tests_properties(reference.negative_control PROPERTIES LABELS reference TIMEOUT 300)
-set_tests_properties(reference.fp32_gqa_accumulate_llmc reference.fp32_tied_bf16_checkpoint
-  reference.fp32_checkpointing reference.sgd reference.sharded_save_pretrained reference.adamw_fused PROPERTIES LABELS reference TIMEOUT 300)
 
 # OPT (opt-* binaries, models/opt.hpp) through the same checks. The token stream holds OPT's padding_idx (token 1)
 # every 50 tokens, so the embedding row that gets no gradient from the lookup is exercised (a tessera that gave it
@@ -65,31 +60,27 @@ set_tests_properties(reference.fp32_gqa_accumulate_llmc reference.fp32_tied_bf16
 # AVX-512 Xeon. On an AVX-512-BF16 EPYC (Zen 5) one fc1 unit per layer of the post-LN run switches all the same:
 # its row moves by a learning-rate step on one side only, 1.2e-3 of the tensor's norm (6.4e-3 element-wise), with
 # the losses within 1.6e-7; its weights are held to 2e-3 in norm (the negative control differs by 8.7e-3).
-add_test(NAME reference.opt_fp32
+tessera_reference_case(reference.opt_fp32
   COMMAND ${_check} $<TARGET_FILE:opt-fp32> --config ${_opt_train} --accumulate 2 --lr 1e-3 --steps 20)
-add_test(NAME reference.opt_postln_proj
+tessera_reference_case(reference.opt_postln_proj
   COMMAND ${_check} $<TARGET_FILE:opt-fp32> --config ${_opt_train_postln_proj} --lr 1e-3 --steps 20 --weight-tol 2e-3)
-add_test(NAME reference.opt_gradients
+tessera_reference_case(reference.opt_gradients
   COMMAND ${_check} $<TARGET_FILE:opt-sgd-fp32> --config ${_opt_train} --gradients --accumulate 2 --tol 1e-5)
 # The post-LN layout's gradients from a bf16 directory (upcast to fp32 on both sides).
-add_test(NAME reference.opt_gradients_postln_proj_bf16
+tessera_reference_case(reference.opt_gradients_postln_proj_bf16
   COMMAND ${_check} $<TARGET_FILE:opt-sgd-fp32> --config ${_opt_train_postln_proj} --dtype BF16 --gradients
           --tol 1e-5)
 # Negative controls as Llama's: a 1% larger learning rate; gradients 0.1% too large.
-add_test(NAME reference.opt_negative_control
+tessera_reference_case(reference.opt_negative_control
   COMMAND ${_check} $<TARGET_FILE:opt-fp32> --config ${_opt_train} --lr 1e-3 --steps 5 --tessera-extra lr=0.00101
           --expect-mismatch)
-add_test(NAME reference.opt_gradients_negative_control
+tessera_reference_case(reference.opt_gradients_negative_control
   COMMAND ${_check} $<TARGET_FILE:opt-sgd-fp32> --config ${_opt_train} --gradients --tol 1e-5
           --tessera-extra lr=1.001 --expect-mismatch)
-set_tests_properties(reference.opt_fp32 reference.opt_postln_proj reference.opt_gradients
-  reference.opt_gradients_postln_proj_bf16 reference.opt_negative_control reference.opt_gradients_negative_control
-  PROPERTIES LABELS reference TIMEOUT 300)
 
 # MFU's FLOPs (report/mfu.hpp: LlamaConfig / OptConfig::training_flops_per_token, in the done record) against
 # torch.utils.flop_counter.FlopCounterMode on transformers' models, forward and backward (tests/reference/check_flops.py).
 set(_check_flops ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_flops.py"
     $<TARGET_FILE:llama-fp32> $<TARGET_FILE:opt-fp32>)
-add_test(NAME reference.flops COMMAND ${_check_flops})
-add_test(NAME reference.flops_negative_control COMMAND ${_check_flops} --perturb --expect-mismatch)
-set_tests_properties(reference.flops reference.flops_negative_control PROPERTIES LABELS reference TIMEOUT 600)
+tessera_reference_case(reference.flops TIMEOUT 600 COMMAND ${_check_flops})
+tessera_reference_case(reference.flops_negative_control TIMEOUT 600 COMMAND ${_check_flops} --perturb --expect-mismatch)

@@ -15,35 +15,32 @@ execute_process(COMMAND ${TESSERA_PYTHON} -c "import bitsandbytes" RESULT_VARIAB
 if(TESSERA_BUILD_EXAMPLES AND NOT _no_peft)
   set(_check_lora ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_lora_against_peft.py")
   set(_all_linears q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj)
-  add_test(NAME reference.lora_from_peft_dir
+  tessera_reference_case(reference.lora_from_peft_dir
     COMMAND ${_check_lora} $<TARGET_FILE:llama-lora-fp32> --config ${_gqa} --r 8 --alpha 16 --targets q_proj,v_proj
             --steps 10)
-  add_test(NAME reference.lora_all_linears
+  tessera_reference_case(reference.lora_all_linears
     COMMAND ${_check_lora} $<TARGET_FILE:llama-lora-fp32> --config ${_gqa} --r 4 --alpha 6 --targets ${_all_linears}
             --accumulate 2 --steps 10)
-  add_test(NAME reference.lora_rslora_tied_bf16
+  tessera_reference_case(reference.lora_rslora_tied_bf16
     COMMAND ${_check_lora} $<TARGET_FILE:llama-lora-fp32> --config ${_tied} --dtype BF16 --rslora --r 16 --alpha 8
             --targets q_proj,k_proj,v_proj,o_proj --steps 10)
-  add_test(NAME reference.lora_merge
+  tessera_reference_case(reference.lora_merge
     COMMAND ${_check_lora} $<TARGET_FILE:llama-lora-fp32> --config ${_gqa} --merge --r 8 --alpha 16
             --targets ${_all_linears} --steps 10)
   # Negative control: a 1% different learning rate on tessera's side must make the comparison fail. The script's
   # --expect-mismatch exits 0 only when tessera ran and the comparison failed (a tessera that rejects the arguments
   # or crashes fails this test), so no WILL_FAIL here.
-  add_test(NAME reference.lora_negative_control
+  tessera_reference_case(reference.lora_negative_control
     COMMAND ${_check_lora} $<TARGET_FILE:llama-lora-fp32> --config ${_gqa} --steps 5 --tessera-extra lr=0.00303
             --expect-mismatch)
   # OPT (opt-lora-fp32; _opt_train from TesseraTestReference.cmake): PEFT's adapter on q_proj, v_proj; and every
   # linear of the blocks (OPT's names: out_proj, fc1, fc2) merged into a dir from_pretrained reads as OPTForCausalLM.
-  add_test(NAME reference.lora_opt_from_peft_dir
+  tessera_reference_case(reference.lora_opt_from_peft_dir
     COMMAND ${_check_lora} $<TARGET_FILE:opt-lora-fp32> --config ${_opt_train} --r 8 --alpha 16
             --targets q_proj,v_proj --steps 10)
-  add_test(NAME reference.lora_opt_merge_all_linears
+  tessera_reference_case(reference.lora_opt_merge_all_linears
     COMMAND ${_check_lora} $<TARGET_FILE:opt-lora-fp32> --config ${_opt_train} --merge --r 4 --alpha 8
             --targets q_proj,k_proj,v_proj,out_proj,fc1,fc2 --accumulate 2 --steps 10)
-  set_tests_properties(reference.lora_from_peft_dir reference.lora_all_linears reference.lora_rslora_tied_bf16
-    reference.lora_merge reference.lora_negative_control reference.lora_opt_from_peft_dir
-    reference.lora_opt_merge_all_linears PROPERTIES LABELS reference TIMEOUT 300)
 elseif(TESSERA_BUILD_EXAMPLES)
   message(STATUS "tessera: ${TESSERA_PYTHON} cannot import peft; the LoRA cross-checks are not registered")
 endif()
@@ -69,15 +66,13 @@ tessera_use_pch(tessera_adam8bit_dump)
 # quantization of the absmax, on random tensors and edge cases; codes and absmax bit-exact. The negative control
 # hands bitsandbytes the tensors with one value nudged across a code boundary: the codes must then differ.
 set(_check_nf4 ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_nf4_against_bnb.py")
-add_test(NAME reference.nf4_bnb COMMAND ${_check_nf4} $<TARGET_FILE:tessera_nf4_dump>)
-add_test(NAME reference.nf4_bnb_negative_control
+tessera_reference_case(reference.nf4_bnb COMMAND ${_check_nf4} $<TARGET_FILE:tessera_nf4_dump>)
+tessera_reference_case(reference.nf4_bnb_negative_control
   COMMAND ${_check_nf4} $<TARGET_FILE:tessera_nf4_dump> --perturb --expect-mismatch)
 # Adam8bit (check_adam8bit_against_bnb.py): tessera's Adam8bit against bitsandbytes.optim.Adam8bit on the CPU, the
 # same gradients for several steps, 8-bit tensors (block-wise state) and one under min_8bit_size (fp32 state);
 # parameters and state within the tolerances the script prints. Negative control: a 1% different learning rate.
 set(_check_adam8bit ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_adam8bit_against_bnb.py")
-add_test(NAME reference.adam8bit_bnb COMMAND ${_check_adam8bit} $<TARGET_FILE:tessera_adam8bit_dump>)
-add_test(NAME reference.adam8bit_bnb_negative_control
+tessera_reference_case(reference.adam8bit_bnb COMMAND ${_check_adam8bit} $<TARGET_FILE:tessera_adam8bit_dump>)
+tessera_reference_case(reference.adam8bit_bnb_negative_control
   COMMAND ${_check_adam8bit} $<TARGET_FILE:tessera_adam8bit_dump> --tessera-lr-scale 1.01 --expect-mismatch)
-set_tests_properties(reference.nf4_bnb reference.nf4_bnb_negative_control reference.adam8bit_bnb
-  reference.adam8bit_bnb_negative_control PROPERTIES LABELS reference TIMEOUT 300)

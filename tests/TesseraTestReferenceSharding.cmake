@@ -15,19 +15,16 @@ set(_check_sharding ${TESSERA_TORCH_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/referen
     --mpiexec ${MPIEXEC_EXECUTABLE})
 foreach(policy ddp fsdp)
   # 2 ranks with 2 micro-steps per step (DDP's no_sync, FSDP2's set_requires_gradient_sync(False)), 4 ranks without.
-  add_test(NAME reference.sharding.${policy}_np2_accumulate
+  tessera_reference_case(reference.sharding.${policy}_np2_accumulate
     COMMAND ${_check_sharding} $<TARGET_FILE:llama-${policy}-fp32> --policy ${policy} --world 2 --accumulate 2
             --config ${_gqa} --steps 6)
-  add_test(NAME reference.sharding.${policy}_np4
+  tessera_reference_case(reference.sharding.${policy}_np4 TIMEOUT 600 RUN_SERIAL
     COMMAND ${_check_sharding} $<TARGET_FILE:llama-${policy}-fp32> --policy ${policy} --world 4
             --config ${_gqa} --steps 6)
   # Negative control: a 1% different learning rate on tessera's side must be seen as a mismatch (measured: losses
   # 2e-4 and weights 1.6e-3 apart after 4 steps). --expect-mismatch exits 0 only when both sides ran and disagreed.
-  add_test(NAME reference.sharding.${policy}_negative_control
+  tessera_reference_case(reference.sharding.${policy}_negative_control
     COMMAND ${_check_sharding} $<TARGET_FILE:llama-${policy}-fp32> --policy ${policy} --world 2
             --config ${_gqa} --steps 4 --tessera-extra lr=0.00101 --expect-mismatch)
-  set_tests_properties(reference.sharding.${policy}_np2_accumulate reference.sharding.${policy}_negative_control
-    PROPERTIES LABELS reference TIMEOUT 300)
   # 4 tessera ranks, then 4 torch processes, on a machine that may have 2 cores.
-  set_tests_properties(reference.sharding.${policy}_np4 PROPERTIES LABELS reference TIMEOUT 600 RUN_SERIAL TRUE)
 endforeach()

@@ -9,10 +9,8 @@ if(TESSERA_WITH_ARROW)
   target_link_libraries(table_dump PRIVATE tessera::tessera)
   set(_check_tables ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_table_source.py"
       $<TARGET_FILE:table_dump>)
-  add_test(NAME reference.table_source COMMAND ${_check_tables})
-  add_test(NAME reference.table_source_negative_control COMMAND ${_check_tables} --perturb --expect-mismatch)
-  set_tests_properties(reference.table_source reference.table_source_negative_control PROPERTIES
-    LABELS reference TIMEOUT 300)
+  tessera_reference_case(reference.table_source COMMAND ${_check_tables})
+  tessera_reference_case(reference.table_source_negative_control COMMAND ${_check_tables} --perturb --expect-mismatch)
 endif()
 
 # The first batches and the step-1 loss from a datasets directory against the labs' pipeline
@@ -27,29 +25,24 @@ if(TESSERA_WITH_ARROW AND TARGET blip2-opt-fp32 AND TARGET blip2-t5-fp32 AND TAR
   tessera_use_pch(batch_dump)
   set(_check_lab_batches ${TESSERA_PYTHON} "${CMAKE_CURRENT_SOURCE_DIR}/reference/check_lab_batches.py"
       $<TARGET_FILE:batch_dump>)
-  add_test(NAME reference.lab_batches_blip2 COMMAND ${_check_lab_batches} $<TARGET_FILE:blip2-opt-fp32> --family blip2)
-  add_test(NAME reference.lab_batches_blip2_t5
+  tessera_reference_case(reference.lab_batches_blip2 COMMAND ${_check_lab_batches} $<TARGET_FILE:blip2-opt-fp32> --family blip2)
+  tessera_reference_case(reference.lab_batches_blip2_t5
     COMMAND ${_check_lab_batches} $<TARGET_FILE:blip2-t5-fp32> --family blip2-t5)
-  add_test(NAME reference.lab_batches_vit COMMAND ${_check_lab_batches} $<TARGET_FILE:vit-fp32> --family vit)
-  add_test(NAME reference.lab_batches_negative_control
+  tessera_reference_case(reference.lab_batches_vit COMMAND ${_check_lab_batches} $<TARGET_FILE:vit-fp32> --family vit)
+  tessera_reference_case(reference.lab_batches_negative_control
     COMMAND ${_check_lab_batches} $<TARGET_FILE:vit-fp32> --family vit --perturb --expect-mismatch)
   # Bad tables given to a run (image bytes that are no image, a null caption in 100,000 rows, a truncated Arrow
   # file, a missing data file, a missing column, two Parquet schemas): refused naming file, row and column, nothing
   # left behind; the negative control leaves one bad setting out and must see that run succeed.
-  add_test(NAME reference.lab_batches_bad_tables
+  tessera_reference_case(reference.lab_batches_bad_tables
     COMMAND ${_check_lab_batches} $<TARGET_FILE:blip2-opt-fp32> --family bad)
-  add_test(NAME reference.lab_batches_bad_tables_negative_control
+  tessera_reference_case(reference.lab_batches_bad_tables_negative_control
     COMMAND ${_check_lab_batches} $<TARGET_FILE:blip2-opt-fp32> --family bad --perturb --expect-mismatch)
-  set_tests_properties(reference.lab_batches_blip2 reference.lab_batches_blip2_t5 reference.lab_batches_vit
-    reference.lab_batches_negative_control
-    reference.lab_batches_bad_tables reference.lab_batches_bad_tables_negative_control
-    PROPERTIES LABELS reference TIMEOUT 300)
 endif()
 
 # The seed 000 and 002 entries (BLIP-2 over OPT) on a datasets directory with the lab's shuffle.
 if(TESSERA_WITH_ARROW AND TARGET seed000-single AND TARGET seed002-bf16-true AND TARGET batch_dump)
-  add_test(NAME reference.lab_batches_catalogue
+  tessera_reference_case(reference.lab_batches_catalogue
     COMMAND ${_check_lab_batches} $<TARGET_FILE:seed000-single> --family catalogue
             --extra-exe $<TARGET_FILE:seed002-bf16-true>)
-  set_tests_properties(reference.lab_batches_catalogue PROPERTIES LABELS reference TIMEOUT 300)
 endif()

@@ -34,6 +34,9 @@ warnings.filterwarnings("ignore")
 
 
 def load_litgpt():
+    loaded = getattr(sys.modules.get("litgpt"), "tessera_loaded", None)
+    if loaded:  # an earlier check in this process (tests/reference/run_cases.py) set the package up
+        return loaded
     spec = importlib.util.find_spec("litgpt")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("litgpt is not installed in this environment; run scripts/install-deps.sh")
@@ -47,7 +50,8 @@ def load_litgpt():
     base_spec = importlib.util.spec_from_file_location("litgpt_data_base", base_path)
     base = importlib.util.module_from_spec(base_spec)
     base_spec.loader.exec_module(base)
-    return litgpt.tokenizer.Tokenizer, base.SFTDataset
+    package.tessera_loaded = (litgpt.tokenizer.Tokenizer, base.SFTDataset)
+    return package.tessera_loaded
 
 
 WORDS = ("the model memory batch gradient token layer shard optimizer step loss data rank offload write explain "
