@@ -11,13 +11,7 @@ endif()
 #   build/bench/ddp_vs_pytorch [batch_size=4] [seq_len=128] [steps=5] [rounds=2]
 if(TESSERA_WITH_MPI AND TARGET llama-ddp-fp32 AND TARGET llama-fsdp-fp32)
   add_executable(ddp_vs_pytorch ddp_vs_pytorch.cpp)
-  target_link_libraries(ddp_vs_pytorch PRIVATE tessera::tessera)
-  target_compile_definitions(ddp_vs_pytorch PRIVATE
-    TESSERA_MPIEXEC="${MPIEXEC_EXECUTABLE}"
-    TESSERA_DDP_BINARY="$<TARGET_FILE:llama-ddp-fp32>"
-    TESSERA_FSDP_BINARY="$<TARGET_FILE:llama-fsdp-fp32>"
-    TESSERA_DDP_REFERENCE_SCRIPT="${PROJECT_SOURCE_DIR}/bench/ddp_reference.py"
-    TESSERA_DEFAULT_PYTHON="${TESSERA_TORCH_PYTHON}")
+  target_link_libraries(ddp_vs_pytorch PRIVATE tessera::tessera tessera_bench_paths)
   add_dependencies(ddp_vs_pytorch llama-ddp-fp32 llama-fsdp-fp32)
   tessera_use_pch(ddp_vs_pytorch)
 endif()

@@ -48,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "build_paths.hpp"
 #include "tessera/optim/cpu_adamw.hpp"
 
 namespace {
@@ -83,19 +84,21 @@ std::string isa_name(std::string s) {
 // of a socket pair: each request is a line, each answer the next stdout line that is a JSON object (a library may
 // print other lines; its stderr stays this process's). Throws if the process ends or answers with an error.
 class PythonPeers {
+  static std::string peers_script() { return bench::build_paths::script("cpu_adamw_peers.py"); }
+
  public:
   explicit PythonPeers(std::int64_t threads) {
     int fds[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) throw std::runtime_error("socketpair failed");
-    const char* env = std::getenv("TESSERA_PYTHON");
-    const std::string python = env ? env : TESSERA_DEFAULT_PYTHON, n = std::to_string(threads);
+    const std::string python = bench::build_paths::python(), n = std::to_string(threads);
+    const std::string peers = peers_script();
     pid_ = fork();
     if (pid_ == 0) {
       dup2(fds[1], STDIN_FILENO);
       dup2(fds[1], STDOUT_FILENO);
       close(fds[0]);
       close(fds[1]);
-      execl(python.c_str(), python.c_str(), TESSERA_PEERS_SCRIPT, "--serve", "--threads", n.c_str(), nullptr);
+      execl(python.c_str(), python.c_str(), peers.c_str(), "--serve", "--threads", n.c_str(), nullptr);
       const char msg[] = "cpu_adamw: cannot run the Python of TESSERA_PYTHON\n";
       [[maybe_unused]] const ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
       _exit(127);
@@ -119,7 +122,7 @@ class PythonPeers {
   void tell(const std::string& request) {
     const std::string line = request + "\n";
     if (write(fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
-      throw std::runtime_error("the Python peers (" + std::string(TESSERA_PEERS_SCRIPT) + ") stopped listening");
+      throw std::runtime_error("the Python peers (" + peers_script() + ") stopped listening");
   }
 
   // The next answer: the first JSON line it prints when ready, then one per request.
@@ -131,7 +134,7 @@ class PythonPeers {
       if (j.contains("error")) throw std::runtime_error("the Python peers: " + j.at("error").get<std::string>());
       return j;
     }
-    throw std::runtime_error("the Python peers (" + std::string(TESSERA_PEERS_SCRIPT) + ") ended early; see above");
+    throw std::runtime_error("the Python peers (" + peers_script() + ") ended early; see above");
   }
 
  private:

@@ -86,7 +86,8 @@ std::vector<double> tessera_steps(tessera::RunConfig cfg, tessera::CpuLowp lowp,
 std::vector<double> run_side(Side& side, const tessera::RunConfig& cfg, std::int64_t steps, const std::string& peer) {
   using namespace tessera;
   if (side.who == Who::hf) {
-    const nlohmann::json out = bench::run_python(TESSERA_REFERENCE_SCRIPT, peer + " --precision " + side.precision);
+    const nlohmann::json out =
+        bench::run_python(bench::build_paths::script("hf_step.py"), peer + " --precision " + side.precision);
     const auto ms = out.at("step_ms").get<std::vector<double>>();
     side.step_ms.insert(side.step_ms.end(), ms.begin(), ms.end());
     return out.at("loss").get<std::vector<double>>();
@@ -178,7 +179,7 @@ int main(int argc, char** argv) {
       bench::TempDir dir("lowp-bench");
       tessera::models::write_llama_config(dir.path / "config.json", model, "float32");
       const std::int64_t tokens = cfg.batch_size * cfg.seq_len * (steps + 1) + 1;
-      bench::run_python(TESSERA_REFERENCE_SCRIPT,
+      bench::run_python(bench::build_paths::script("hf_step.py"),
                         "init --dir '" + dir.path.string() + "' --tokens " + std::to_string(tokens));
       cfg.model_dir = dir.path.string();
       cfg.data = (dir.path / "tokens.bin").string();

@@ -33,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "build_paths.hpp"
 #include "tessera/models/llama_config.hpp"
 
 namespace {
@@ -116,7 +117,7 @@ class Bench {
   Round tessera(const std::string& who, const std::string& binary) {
     const std::filesystem::path metrics = dir_ / "metrics.jsonl";
     std::filesystem::remove(metrics);
-    const std::string cmd = quote(TESSERA_MPIEXEC) + " -n " + std::to_string(kWorld) +
+    const std::string cmd = quote(bench::build_paths::mpiexec()) + " -n " + std::to_string(kWorld) +
                             " --oversubscribe --bind-to none " + quote(binary) + " model=" + quote(a_.model) +
                             " batch_size=" + std::to_string(a_.batch_size) + " seq_len=" + std::to_string(a_.seq_len) +
                             " threads=1 max_steps=" + std::to_string(a_.steps + 1) +
@@ -141,8 +142,8 @@ class Bench {
 
   // One round of bench/ddp_reference.py over gloo; policy is "ddp" (DistributedDataParallel) or "fsdp" (FSDP2).
   Round pytorch(const std::string& who, const std::string& policy, const std::string& config) {
-    const char* python = std::getenv("TESSERA_PYTHON");
-    const std::string cmd = quote(python ? python : TESSERA_DEFAULT_PYTHON) + " " + quote(TESSERA_DDP_REFERENCE_SCRIPT) +
+    const std::string script = bench::build_paths::script("ddp_reference.py");
+    const std::string cmd = quote(bench::build_paths::python()) + " " + quote(script) +
                             " --policy " + policy + " --config " + quote(config) + " --world " + std::to_string(kWorld) + " --rows " +
                             std::to_string(a_.batch_size) + " --seq-len " + std::to_string(a_.seq_len) +
                             " --threads 1 --steps " + std::to_string(a_.steps) + " --warmup 1";
@@ -200,10 +201,12 @@ int main(int argc, char** argv) {
 
     Bench bench(a, dir);
     Side ddp{"tessera Ddp", {}}, torch_ddp{"torch DDP", {}}, fsdp{"tessera FullShard", {}}, torch_fsdp{"torch FSDP2", {}};
+    const std::string ddp_binary = bench::build_paths::example("llama-ddp-fp32");
+    const std::string fsdp_binary = bench::build_paths::example("llama-fsdp-fp32");
     for (std::int64_t round = 0; round < a.rounds; ++round) {
-      ddp.rounds.push_back(bench.tessera("tessera Ddp (llama-ddp-fp32)", TESSERA_DDP_BINARY));
+      ddp.rounds.push_back(bench.tessera("tessera Ddp (llama-ddp-fp32)", ddp_binary));
       torch_ddp.rounds.push_back(bench.pytorch("torch DDP (bench/ddp_reference.py --policy ddp)", "ddp", config));
-      fsdp.rounds.push_back(bench.tessera("tessera FullShard (llama-fsdp-fp32)", TESSERA_FSDP_BINARY));
+      fsdp.rounds.push_back(bench.tessera("tessera FullShard (llama-fsdp-fp32)", fsdp_binary));
       torch_fsdp.rounds.push_back(bench.pytorch("torch FSDP2 (bench/ddp_reference.py --policy fsdp)", "fsdp", config));
     }
     std::filesystem::remove_all(dir);

@@ -1,6 +1,6 @@
 #pragma once
 // defines: bench::run_python, how the single-process benchmarks run their Python peers: SCRIPT ARGS under the
-// Python of TESSERA_PYTHON (default: the build's TESSERA_DEFAULT_PYTHON, the .venv with torch), returning the JSON of
+// Python of TESSERA_PYTHON (default: the build's, the .venv with torch: build_paths.hpp), returning the JSON of
 // the last stdout line that is one (progress bars and banners go to stderr, but a library may still print to stdout).
 // Throws when the script fails or prints no JSON line.
 #include <cstdio>
@@ -9,11 +9,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "build_paths.hpp"
+
 namespace bench {
 
 inline nlohmann::json run_python(const std::string& script, const std::string& args) {
-  const char* python = std::getenv("TESSERA_PYTHON");
-  const std::string cmd = std::string(python ? python : TESSERA_DEFAULT_PYTHON) + " '" + script + "' " + args;
+  const std::string cmd = build_paths::python() + " '" + script + "' " + args;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) throw std::runtime_error("cannot run " + cmd);
   std::string line, last;

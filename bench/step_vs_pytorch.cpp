@@ -108,7 +108,8 @@ int main(int argc, char** argv) {
       tessera::models::write_llama_config(dir.path / "config.json", model, "float32");
       // Exactly steps + 1 chunks of batch_size x seq_len + 1 tokens: one epoch is the whole run.
       const std::int64_t tokens = base.batch_size * base.seq_len * (steps + 1) + 1;
-      bench::run_python(TESSERA_REFERENCE_SCRIPT, "init --dir '" + dir.path.string() + "' --tokens " + std::to_string(tokens));
+      bench::run_python(bench::build_paths::script("hf_step.py"),
+                        "init --dir '" + dir.path.string() + "' --tokens " + std::to_string(tokens));
       tessera::RunConfig cfg = base;
       cfg.model_dir = dir.path.string();
       cfg.data = (dir.path / "tokens.bin").string();
@@ -132,8 +133,8 @@ int main(int argc, char** argv) {
             }
             side.peak_bytes = std::max(side.peak_bytes, tessera::memory::allocator_stats(trainer.runtime().device).peak);
           } else {
-            const nlohmann::json out =
-                bench::run_python(who == 1 ? TESSERA_REFERENCE_SCRIPT : TESSERA_LIGHTNING_SCRIPT, peer_args);
+            const nlohmann::json out = bench::run_python(
+                bench::build_paths::script(who == 1 ? "hf_step.py" : "lightning_step.py"), peer_args);
             if (out.value("threads", std::int64_t{0}) != threads)
               throw std::runtime_error(std::string(side.name) + " ran on " +
                                        out.value("threads", nlohmann::json()).dump() + " threads, not " +

@@ -4,8 +4,9 @@ and, for the data-parallel policies, at 2 and 4 ranks. Each run predicts its own
 same experiment on the meta device, predict/dry_run.hpp) and measures it (the counting CPU allocator, highest rank);
 the done record of its metrics file holds both. Fails when any prediction is off by more than --tolerance.
 
-usage: predict_sweep.py EXAMPLES_DIR MPIEXEC [--tolerance 0.05] [--only SUBSTRING] [--out FILE.md]
+usage: predict_sweep.py EXAMPLES_DIR MPIEXEC [--tolerance 0.05] [--only SUBSTRING] [--part K/N] [--out FILE.md]
        predict_sweep.py EXAMPLES_DIR MPIEXEC --negative
+--part K/N: only the K-th of N interleaved slices of the runs (ctest runs the sweep as N tests side by side).
 --negative: the control; the prediction of a run of batch 2 x 64 tokens is compared with the measurement of batch
 8 x 128, and the check must catch it (exit 0 only when it does).
 Only the standard library is needed.
@@ -53,7 +54,13 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--out", default="")
     ap.add_argument("--negative", action="store_true")
+    ap.add_argument("--part", default="1/1")
     a = ap.parse_args()
+    try:
+        part, parts = (int(x) for x in a.part.split("/"))
+        assert 1 <= part <= parts
+    except (ValueError, AssertionError):
+        ap.error(f"--part {a.part}: say K/N with 1 <= K <= N, such as 2/3")
     with tempfile.TemporaryDirectory() as work:
         if a.negative:
             small = run(a.examples, a.mpiexec, "llama-fp32", 1, [], work)
@@ -63,24 +70,27 @@ def main():
             print(f"the prediction of batch 2 x 64 tokens against the measurement of batch 8 x 128: {100 * err:+.1f}% -> "
                   f"{'caught' if caught else 'NOT caught'} at {100 * a.tolerance:.0f}%")
             return 0 if caught else 1
+        runs = [(name, ranks) for name in binaries(a.examples) if not a.only or a.only in name
+                for ranks in ((1, 2, 4) if any(d in name for d in DISTRIBUTED) else (1,))]
+        runs = runs[part - 1::parts]
+        if not runs:
+            print(f"no run matches --only '{a.only}' in part {a.part}")
+            return 1
         rows, bad = [], []
-        for name in binaries(a.examples):
-            if a.only and a.only not in name:
+        for name, ranks in runs:
+            start = time.time()
+            done = run(a.examples, a.mpiexec, name, ranks, [], work)
+            if "predicted_peak" not in done:
+                bad.append(f"{name} x{ranks}: no prediction in the done record")
                 continue
-            for ranks in ((1, 2, 4) if any(d in name for d in DISTRIBUTED) else (1,)):
-                start = time.time()
-                done = run(a.examples, a.mpiexec, name, ranks, [], work)
-                if "predicted_peak" not in done:
-                    bad.append(f"{name} x{ranks}: no prediction in the done record")
-                    continue
-                measured, predicted = done["peak"], done["predicted_peak"]
-                err = (predicted - measured) / measured
-                rows.append((name, ranks, predicted, measured, err, time.time() - start))
-                flag = "" if abs(err) <= a.tolerance else "  <-- beyond tolerance"
-                print(f"{name:34s} x{ranks}  predicted {predicted / 2**20:9.2f} MiB  measured {measured / 2**20:9.2f} "
-                      f"MiB  {100 * err:+6.2f}%{flag}", flush=True)
-                if flag:
-                    bad.append(f"{name} x{ranks}: {100 * err:+.2f}%")
+            measured, predicted = done["peak"], done["predicted_peak"]
+            err = (predicted - measured) / measured
+            rows.append((name, ranks, predicted, measured, err, time.time() - start))
+            flag = "" if abs(err) <= a.tolerance else "  <-- beyond tolerance"
+            print(f"{name:34s} x{ranks}  predicted {predicted / 2**20:9.2f} MiB  measured {measured / 2**20:9.2f} "
+                  f"MiB  {100 * err:+6.2f}%{flag}", flush=True)
+            if flag:
+                bad.append(f"{name} x{ranks}: {100 * err:+.2f}%")
         worst = max((abs(r[4]) for r in rows), default=0.0)
         print(f"{len(rows)} runs; worst error {100 * worst:.2f}% (tolerance {100 * a.tolerance:.0f}%)")
         if a.out:

@@ -13,11 +13,16 @@
 
 namespace tessera::testing {
 
-// tests/text/fixtures/<name>: TESSERA_TEXT_FIXTURES when the build defines it (tessera's build compiles through
-// ccache with paths relative to the build directory, so __FILE__ is relative there), else found from this file's path.
+#ifdef TESSERA_TEXT_FIXTURES_FROM_BUILD
+// The directory tessera's build names (text_fixtures.cpp): it compiles through ccache with paths relative to the
+// build directory, so __FILE__ is relative there.
+std::filesystem::path text_fixtures_dir();
+#endif
+
+// tests/text/fixtures/<name>: from the build's text_fixtures_dir() where it has one, else from this file's path.
 inline std::filesystem::path text_fixture(std::string_view name) {
-#ifdef TESSERA_TEXT_FIXTURES
-  return std::filesystem::path(TESSERA_TEXT_FIXTURES) / name;
+#ifdef TESSERA_TEXT_FIXTURES_FROM_BUILD
+  return text_fixtures_dir() / name;
 #else
   return std::filesystem::path(__FILE__).parent_path() / "fixtures" / name;
 #endif
