@@ -1,7 +1,8 @@
 #pragma once
 // Shared by the sharding tests (tessera_sharding_tests, run under mpiexec with 1, 2 and 4 ranks): train an
 // experiment on this job, and the same experiment as the single-process reference with NoShard on
-// world_size * batch_size rows, computed by every rank for itself inside a SoloScope. The foundation's batch
+// world_size * batch_size rows, computed by rank 0 inside a SoloScope and broadcast to the other ranks (its losses
+// and parameters; every rank computing it for itself was W times the reference's work). The foundation's batch
 // order gives rank k rows k*B .. k*B+B-1 of the rows the reference takes at once, so the two see the same data.
 //
 // Tolerances: fp32 gradients of W ranks of B rows and of one rank of W*B rows differ by GEMM rounding
@@ -12,19 +13,26 @@
 #include <ATen/ATen.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support.hpp"
 #include "tessera/engine/job.hpp"
 #include "tessera/tessera.hpp"
+#ifdef TESSERA_WITH_MPI
+#include "tessera/dist/world.hpp"
+#endif
 
 namespace tessera::testing {
 
 struct RunResult {
   std::vector<double> losses;
   std::vector<at::Tensor> params;  // per unit, the model's parameters only (no padding), as float64
-  std::vector<memory::MemorySnapshot> snapshots;
+  std::vector<memory::MemorySnapshot> snapshots;  // train()'s; reference() gives them (and param_bytes) at 1 rank only
   std::int64_t param_bytes = 0;
 };
 
@@ -51,7 +59,72 @@ RunResult train(const RunConfig& cfg, std::int64_t steps) {
   return r;
 }
 
-// The same experiment with NoShard and NoOffload, one process, world_size() * batch_size rows.
+namespace detail {
+
+template <class T>
+void put(std::string& out, const T& value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+template <class T>
+T take(const std::string& in, std::size_t& at) {
+  if (at + sizeof(T) > in.size()) throw std::runtime_error("parity: the broadcast reference is cut short");
+  T value;
+  std::memcpy(&value, in.data() + at, sizeof value);
+  at += sizeof value;
+  return value;
+}
+
+// Rank 0's losses and parameters (float64, contiguous) as bytes: 1 and them, or 0 and rank 0's error message.
+inline std::string pack(const RunResult& r) {
+  std::string out;
+  put(out, std::int64_t{1});
+  put(out, static_cast<std::int64_t>(r.losses.size()));
+  for (double loss : r.losses) put(out, loss);
+  put(out, static_cast<std::int64_t>(r.params.size()));
+  for (const at::Tensor& p : r.params) {
+    const at::Tensor c = p.contiguous();
+    put(out, static_cast<std::int64_t>(c.dim()));
+    for (std::int64_t size : c.sizes()) put(out, size);
+    out.append(static_cast<const char*>(c.data_ptr()), c.numel() * sizeof(double));
+  }
+  return out;
+}
+
+inline RunResult unpack(const std::string& in) {
+  std::size_t at = 0;
+  RunResult r;
+  if (take<std::int64_t>(in, at) != 1)
+    throw std::runtime_error("the reference run failed on rank 0: " + in.substr(sizeof(std::int64_t)));
+  for (auto n = take<std::int64_t>(in, at); n > 0; --n) r.losses.push_back(take<double>(in, at));
+  for (auto n = take<std::int64_t>(in, at); n > 0; --n) {
+    std::vector<std::int64_t> sizes(take<std::int64_t>(in, at));
+    for (std::int64_t& size : sizes) size = take<std::int64_t>(in, at);
+    at::Tensor p = at::empty(sizes, at::kDouble);
+    const std::size_t bytes = p.numel() * sizeof(double);
+    if (at + bytes > in.size()) throw std::runtime_error("parity: the broadcast reference is cut short");
+    std::memcpy(p.data_ptr(), in.data() + at, bytes);
+    at += bytes;
+    r.params.push_back(p);
+  }
+  return r;
+}
+
+#ifdef TESSERA_WITH_MPI
+// Every rank waits here for the last to arrive, asleep between looks (a blocking MPI call would spin on its core,
+// which rank 0 needs for the reference run, and so would the other tests beside this one).
+inline void barrier_asleep() {
+  MPI_Request request;
+  MPI_Ibarrier(dist::World::instance().comm(), &request);
+  for (int done = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE), !done;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+}
+#endif
+
+}  // namespace detail
+
+// The same experiment with NoShard and NoOffload, one process, world_size() * batch_size rows: computed on rank 0
+// and broadcast (losses and parameters); an error there is thrown on every rank, so none waits for a result.
 template <class Exp>
 RunResult reference(RunConfig cfg, std::int64_t steps) {
   using Ref = ExperimentSpec<typename Exp::model, NoShard, typename Exp::precision, typename Exp::checkpointing,
@@ -59,8 +132,28 @@ RunResult reference(RunConfig cfg, std::int64_t steps) {
   cfg.batch_size *= world_size();
   cfg.lr_scaling = LrScaling::none;
   cfg.wrap_blocks = "all";  // NoShard has no FSDP units
-  SoloScope solo;
-  return train<Ref>(cfg, steps);
+  if (world_size() == 1) {
+    SoloScope solo;
+    return train<Ref>(cfg, steps);
+  }
+#ifdef TESSERA_WITH_MPI
+  std::string bytes;
+  if (world_rank() == 0) {
+    try {
+      SoloScope solo;
+      bytes = detail::pack(train<Ref>(cfg, steps));
+    } catch (const std::exception& e) {
+      bytes.clear();
+      detail::put(bytes, std::int64_t{0});
+      bytes += e.what();
+    }
+  }
+  detail::barrier_asleep();
+  dist::World::instance().broadcast(bytes, 0);
+  return detail::unpack(bytes);
+#else
+  throw std::logic_error("parity: a job of several ranks without MPI");
+#endif
 }
 
 // Every step's loss and every unit's final parameters within `tol` relative of the reference.
