@@ -1,7 +1,7 @@
 # The sharding policies against the single-process reference (tests/sharding/, ctest label `sharding`).
 # With MPI: tessera_sharding_tests (Catch2, with tests/dist/main.cpp's World) as jobs of 1, 2 and 4 ranks
 # under mpiexec (sharding.np1/np2/np4); every rank compares its run with a NoShard run on world_size x the
-# rows that it computes itself. Without MPI: the same tests as one plain process (a job of one).
+# rows that rank 0 computes alone and broadcasts (tests/sharding/parity.hpp). Without MPI: the same tests as one plain process (a job of one).
 # The offload policies' parity tests (tests/offload/) run in the same jobs: they compare against the same
 # experiment without offload on 1, 2 and 4 ranks.
 file(GLOB _sharding_test_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/sharding/test_*.cpp"
