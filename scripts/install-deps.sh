@@ -54,7 +54,40 @@ have() { [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.requirements-$1.sha256" 2
 if have all "$all_want" || { [ "$what" = build ] && have build "$build_want"; }; then
   exit 0
 fi
-[ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+# A clone without its own .venv shares one with the other clones of this user that pin the same requirements: .venv
+# is then a link to $TESSERA_VENV_CACHE/<hash of the three requirement files> (default ~/.cache/tessera/venvs), so a
+# second checkout neither downloads nor stores the ~6 GB again. TESSERA_VENV_CACHE= (empty) keeps a private .venv.
+cache=${TESSERA_VENV_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/tessera/venvs}
+[ -z "$cache" ] || cache=$(realpath -m "$cache")
+# A link made here before, to the environment of other pins (the requirements changed since) or to one since deleted,
+# is pointed at this checkout's.
+if [ -L "$venv" ] && [ "$(dirname "$(readlink "$venv")")" = "$cache" ]; then
+  rm "$venv"
+fi
+if [ -n "$cache" ] && [ ! -e "$venv" ] && [ ! -L "$venv" ]; then
+  mkdir -p "$cache/$all_want"
+  ln -s "$cache/$all_want" "$venv"
+  echo "install-deps.sh: .venv is $cache/$all_want, shared by the checkouts that pin the same requirements" \
+       "(TESSERA_VENV_CACHE= for a private one)"
+fi
+# One install at a time into one environment (two checkouts sharing it, or two scripts of one checkout).
+mkdir -p "$venv"
+exec 9> "$venv/.install.lock"
+flock 9
+if have all "$all_want" || { [ "$what" = build ] && have build "$build_want"; }; then
+  exit 0  # another process installed it while this one waited
+fi
+# The torch and CUDA wheels take ~6 GB installed, and pip unpacks each wheel beside it first.
+need_gb=10
+free_gb=$(df -Pk "$venv/" | awk 'NR == 2 { print int($4 / 1048576) }')
+if [ ! -x "$venv/bin/python" ] && [ "$free_gb" -lt "$need_gb" ]; then
+  echo "install-deps.sh: $(readlink -f "$venv") is on a file system with $free_gb GB free; the Python environment" \
+       "needs about $need_gb GB (torch and its CUDA wheels): free some space there, or set TESSERA_VENV_CACHE to a" \
+       "directory on a larger disk" >&2
+  exit 1
+fi
+# Created at its real path, so that its scripts (pip, conan) name that path and outlive the checkout that made it.
+[ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$(readlink -f "$venv")"
 pip=("$venv/bin/pip" install -q --disable-pip-version-check)
 if [ "$what" = build ]; then
   echo "installing the build's Python environment $venv (scripts/requirements-build.txt: torch and CUDA wheels, ~4 GB)"

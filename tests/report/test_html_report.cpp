@@ -10,6 +10,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/report/html_report.hpp"
+#include "scratch_dir.hpp"
 
 using namespace tessera;
 using report::read_metrics;
@@ -17,8 +18,7 @@ using report::read_metrics;
 namespace {
 
 std::filesystem::path write_file(const std::string& name, const std::string& text) {
-  const auto dir = std::filesystem::temp_directory_path() / ("tessera-report-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  static const auto dir = testing::fresh_dir("report");
   std::ofstream(dir / name) << text;
   return dir / name;
 }
