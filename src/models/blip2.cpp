@@ -85,13 +85,13 @@ at::Tensor vision_embed(const Blip2VisionConfig& c, const CallWeights& w, const 
 // Blip2EncoderLayer: x1 = x + projection(attn(ln1(x))) with q, k, v from one qkv linear; out = x1 + mlp(ln2(x1)).
 at::Tensor vision_layer(const Blip2VisionConfig& c, const CallWeights& w, const at::Tensor& x) {
   const auto heads = c.num_attention_heads;
-  const at::Tensor h = layer_norm(x, w[0][ln1_w], w[0][ln1_b], c.layer_norm_eps);
-  const std::vector<at::Tensor> qkv = w.linear(0, qkv_w, h, qkv_b).chunk(3, -1);
+  const std::vector<at::Tensor> qkv =
+      w.layer_norm_linear(0, x, ln1_w, ln1_b, c.layer_norm_eps, {{qkv_w, qkv_b}})[0].chunk(3, -1);
   const at::Tensor attn =
       w.gemm.attention(heads_first(qkv[0], heads), heads_first(qkv[1], heads), heads_first(qkv[2], heads));
   const at::Tensor x1 = x + w.linear(0, proj_w, heads_last(attn), proj_b);
-  const at::Tensor h2 = layer_norm(x1, w[0][ln2_w], w[0][ln2_b], c.layer_norm_eps);
-  return x1 + w.linear(0, fc2_w, at::gelu(w.linear(0, fc1_w, h2, fc1_b)), fc2_b);
+  const at::Tensor f = w.layer_norm_linear(0, x1, ln2_w, ln2_b, c.layer_norm_eps, {{fc1_w, fc1_b}})[0];
+  return x1 + w.gelu_linear(0, fc2_w, f, fc2_b);
 }
 
 // Blip2QFormerAttention from parameter `first`: LayerNorm(h + dense(attn(query(h), key(kv), value(kv)))).
@@ -116,8 +116,8 @@ at::Tensor qformer_layer(const Blip2QFormerConfig& c, std::int64_t layer, const 
     a = qformer_attention(c, w, kAttentionParams, a, image.to(a.scalar_type()));
     ff += kAttentionParams;
   }
-  const at::Tensor i = at::gelu(w.linear(0, ff + fi_w, a, static_cast<std::ptrdiff_t>(ff + fi_b)));
-  return layer_norm(w.linear(0, ff + fo_w, i, static_cast<std::ptrdiff_t>(ff + fo_b)) + a, w[0][ff + fln_w],
+  const at::Tensor i = w.linear(0, ff + fi_w, a, static_cast<std::ptrdiff_t>(ff + fi_b));
+  return layer_norm(w.gelu_linear(0, ff + fo_w, i, static_cast<std::ptrdiff_t>(ff + fo_b)) + a, w[0][ff + fln_w],
                     w[0][ff + fln_b], c.layer_norm_eps);
 }
 

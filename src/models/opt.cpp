@@ -165,11 +165,14 @@ at::Tensor decoder_layer(const OptConfig& c, const CallWeights& w, const at::Ten
 
   // Attention: (B, T, H) -> q, k, v (B, heads, T, D). HF scales q after its projection (bias included) and
   // calls sdpa with scale 1: the same order of rounding here.
-  const at::Tensor h = pre ? layer_norm(x, w, attn_norm_w, attn_norm_b) : x;
+  // Pre-LN: the norm and the three projections are one node that keeps x, not the normed copy (ops/fused.hpp).
+  const std::vector<at::Tensor> qkv =
+      pre ? w.layer_norm_linear(0, x, attn_norm_w, attn_norm_b, kLayerNormEps, {{q_w, q_b}, {k_w, k_b}, {v_w, v_b}})
+          : std::vector<at::Tensor>{w.linear(0, q_w, x, q_b), w.linear(0, k_w, x, k_b), w.linear(0, v_w, x, v_b)};
   const double scaling = std::pow(static_cast<double>(d), -0.5);
-  const at::Tensor q = (w.linear(0, q_w, h, q_b) * scaling).view({b, t, heads, d}).transpose(1, 2);
-  const at::Tensor k = w.linear(0, k_w, h, k_b).view({b, t, heads, d}).transpose(1, 2);
-  const at::Tensor v = w.linear(0, v_w, h, v_b).view({b, t, heads, d}).transpose(1, 2);
+  const at::Tensor q = (qkv[0] * scaling).view({b, t, heads, d}).transpose(1, 2);
+  const at::Tensor k = qkv[1].view({b, t, heads, d}).transpose(1, 2);
+  const at::Tensor v = qkv[2].view({b, t, heads, d}).transpose(1, 2);
   // With a padding mask (B, T): causal and not padded, (B, 1, T, T) booleans, as transformers' causal mask.
   std::optional<at::Tensor> allowed;  // none: is_causal (an undefined tensor would be taken for a mask)
   if (mask.defined())
@@ -182,8 +185,9 @@ at::Tensor decoder_layer(const OptConfig& c, const CallWeights& w, const at::Ten
   if (!pre) x1 = layer_norm(x1, w, attn_norm_w, attn_norm_b);
 
   // MLP: fc2(relu(fc1(h))).
-  const at::Tensor h2 = pre ? layer_norm(x1, w, mlp_norm_w, mlp_norm_b) : x1;
-  at::Tensor out = x1 + w.linear(0, fc2_w, at::relu(w.linear(0, fc1_w, h2, fc1_b)), fc2_b);
+  const at::Tensor f = pre ? w.layer_norm_linear(0, x1, mlp_norm_w, mlp_norm_b, kLayerNormEps, {{fc1_w, fc1_b}})[0]
+                           : w.linear(0, fc1_w, x1, fc1_b);
+  at::Tensor out = x1 + w.linear(0, fc2_w, at::relu(f), fc2_b);
   if (!pre) out = layer_norm(out, w, mlp_norm_w, mlp_norm_b);
   return out;
 }

@@ -41,17 +41,17 @@ at::Tensor embed(const VitConfig& c, const CallWeights& w, const at::Tensor& pix
   return at::cat({cls, patches}, 1) + w[0][position_embeddings];
 }
 
-// One ViTLayer. (B, T, H) -> (B, T, H): x1 = x + o(attn(ln_before(x))); out = x1 + fc2(gelu(fc1(ln_after(x1)))).
+// One ViTLayer. (B, T, H) -> (B, T, H): x1 = x + o(attn(ln_before(x))); out = x1 + fc2(gelu(fc1(ln_after(x1)))),
+// each norm with the linear layers it feeds and the GELU with fc2 one node (ops/fused.hpp).
 at::Tensor layer(const VitConfig& c, const CallWeights& w, const at::Tensor& x) {
   const auto b = x.size(0), t = x.size(1), heads = c.num_attention_heads, d = c.head_dim();
-  const at::Tensor h = layer_norm(c, x, w, before_w, before_b);
-  const at::Tensor q = w.linear(0, q_w, h, q_b).view({b, t, heads, d}).transpose(1, 2);
-  const at::Tensor k = w.linear(0, k_w, h, k_b).view({b, t, heads, d}).transpose(1, 2);
-  const at::Tensor v = w.linear(0, v_w, h, v_b).view({b, t, heads, d}).transpose(1, 2);
-  const at::Tensor attn = w.gemm.attention(q, k, v).transpose(1, 2).reshape({b, t, heads * d});
+  const auto qkv = w.layer_norm_linear(0, x, before_w, before_b, c.layer_norm_eps, {{q_w, q_b}, {k_w, k_b}, {v_w, v_b}});
+  const auto split = [&](const at::Tensor& y) { return y.view({b, t, heads, d}).transpose(1, 2); };
+  const at::Tensor attn =
+      w.gemm.attention(split(qkv[0]), split(qkv[1]), split(qkv[2])).transpose(1, 2).reshape({b, t, heads * d});
   const at::Tensor x1 = x + w.linear(0, o_w, attn, o_b);
-  const at::Tensor h2 = layer_norm(c, x1, w, after_w, after_b);
-  return x1 + w.linear(0, fc2_w, at::gelu(w.linear(0, fc1_w, h2, fc1_b)), fc2_b);
+  const at::Tensor f = w.layer_norm_linear(0, x1, after_w, after_b, c.layer_norm_eps, {{fc1_w, fc1_b}})[0];
+  return x1 + w.gelu_linear(0, fc2_w, f, fc2_b);
 }
 
 // Head: x (B, T, H) -> vit.layernorm -> CLS (B, H) -> classifier (B, num_labels) -> mean CE in fp32.

@@ -1,8 +1,15 @@
-// implements: rms_norm and gated (ops/fused.hpp): autograd functions that keep their inputs only.
+// implements: rms_norm, gated, layer_norm_linear and gelu_linear (ops/fused.hpp): autograd functions that keep their inputs only.
 #include "tessera/ops/fused.hpp"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <array>
+#include <optional>
+#include <functional>
+#include <string>
+#include <tuple>
 
 #include "tessera/core/error.hpp"
 
@@ -110,6 +117,95 @@ struct Gated : torch::autograd::Function<Gated> {
   }
 };
 
+// (..., n) -> (rows, n), a view where x allows one.
+at::Tensor rows(const at::Tensor& x) { return x.reshape({-1, x.size(-1)}); }
+
+// What autograd gives a linear layer y = a W^T + b for the gradient g of y: dW = g^T a, db = g summed over the rows
+// (each when asked), and g W, the gradient of a (returned; undefined when not asked). `a` is computed only when
+// the weight needs its gradient. Products through gemm.
+at::Tensor linear_backward(const Gemm& gemm, AutogradContext* ctx, const at::Tensor& g, const at::Tensor& weight,
+                           bool has_bias, std::size_t weight_edge, std::size_t bias_edge, bool need_input,
+                           const std::function<at::Tensor()>& input_rows, at::Tensor& dweight, at::Tensor& dbias) {
+  const at::Tensor g2 = rows(g);
+  if (ctx->needs_input_grad(weight_edge)) dweight = gemm.matmul(g2.t(), input_rows());
+  if (has_bias && ctx->needs_input_grad(bias_edge)) dbias = g2.sum(0);
+  return need_input ? gemm.matmul(g2, weight) : at::Tensor();
+}
+
+// Edges (the tensor inputs in order): x, norm weight, norm bias, the n weights, then the biases.
+struct LayerNormLinear : torch::autograd::Function<LayerNormLinear> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& norm_weight,
+                               const at::Tensor& norm_bias, at::TensorList weights, at::TensorList biases, double eps,
+                               int64_t lowp) {
+    const Gemm gemm{static_cast<Lowp>(lowp)};
+    auto [h, mean, rstd] = at::native_layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps);
+    variable_list out, saved{x, norm_weight, norm_bias, mean, rstd};
+    for (std::size_t i = 0; i < weights.size(); ++i) {
+      out.push_back(gemm.linear(h, weights[i], biases.empty() ? at::Tensor() : biases[i]));
+      saved.push_back(weights[i]);
+    }
+    ctx->save_for_backward(saved);
+    ctx->saved_data["eps"] = eps;
+    ctx->saved_data["lowp"] = lowp;
+    ctx->saved_data["biases"] = static_cast<int64_t>(biases.size());
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &norm_weight = saved[1], &norm_bias = saved[2], &mean = saved[3],
+                     &rstd = saved[4];
+    const std::size_t n = saved.size() - 5, n_biases = static_cast<std::size_t>(ctx->saved_data["biases"].toInt());
+    const Gemm gemm{static_cast<Lowp>(ctx->saved_data["lowp"].toInt())};
+    const double eps = ctx->saved_data["eps"].toDouble();
+    const std::array<bool, 3> need_norm{ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)};
+    const bool need_h_grad = need_norm[0] || need_norm[1] || need_norm[2];
+    at::Tensor h;  // recomputed once, the first time a weight needs it
+    const auto h_rows = [&] {
+      if (!h.defined()) h = rows(std::get<0>(at::native_layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps)));
+      return h;
+    };
+    variable_list out(3 + n + n_biases + 2);
+    at::Tensor dh;
+    for (std::size_t i = 0; i < n; ++i) {
+      at::Tensor dbias;
+      const at::Tensor d = linear_backward(gemm, ctx, grads[i], saved[5 + i], n_biases > 0, 3 + i, 3 + n + i,
+                                           need_h_grad, h_rows, out[3 + i], dbias);
+      if (n_biases > 0) out[3 + n + i] = dbias;
+      if (d.defined()) dh = dh.defined() ? dh + d : d;
+    }
+    if (need_h_grad) {
+      auto [dx, dnw, dnb] = at::native_layer_norm_backward(dh.view(x.sizes()), x, {x.size(-1)}, mean, rstd,
+                                                           norm_weight, norm_bias, need_norm);
+      out[0] = dx;
+      out[1] = dnw;
+      out[2] = dnb;
+    }
+    return out;
+  }
+};
+
+// Edges: x, weight, then the bias when there is one (an absent input has no edge).
+struct GeluLinear : torch::autograd::Function<GeluLinear> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& bias, int64_t lowp) {
+    ctx->save_for_backward({x, weight});
+    ctx->saved_data["lowp"] = lowp;
+    ctx->saved_data["bias"] = bias.has_value();
+    return Gemm{static_cast<Lowp>(lowp)}.linear(at::gelu(x), weight, bias.value_or(at::Tensor()));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &weight = saved[1];
+    const Gemm gemm{static_cast<Lowp>(ctx->saved_data["lowp"].toInt())};
+    variable_list out(4);
+    const at::Tensor da = linear_backward(gemm, ctx, grads[0], weight, ctx->saved_data["bias"].toBool(), 1, 2,
+                                          ctx->needs_input_grad(0), [&] { return rows(at::gelu(x)); }, out[1], out[2]);
+    if (da.defined()) out[0] = at::gelu_backward(da.view(x.sizes()), x);
+    return out;
+  }
+};
+
 }  // namespace
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, RmsForm form, bool fused) {
@@ -119,6 +215,28 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, R
 
 at::Tensor gated(const at::Tensor& gate, const at::Tensor& up, GateAct act) {
   return Gated::apply(gate, up, static_cast<int64_t>(act));
+}
+
+std::vector<at::Tensor> layer_norm_linear(const Gemm& gemm, const at::Tensor& x, const at::Tensor& norm_weight,
+                                          const at::Tensor& norm_bias, double eps, at::TensorList weights,
+                                          at::TensorList biases) {
+  if (weights.empty()) throw Error("ops::layer_norm_linear: no linear layer to feed");
+  if (!biases.empty() && biases.size() != weights.size())
+    throw Error("ops::layer_norm_linear: " + std::to_string(biases.size()) + " biases for " +
+                std::to_string(weights.size()) + " weights; give one per weight or none");
+  // Autograd takes no undefined tensor as an input.
+  const auto undefined = [](const at::Tensor& t) { return !t.defined(); };
+  if (!norm_weight.defined() || !norm_bias.defined() || std::any_of(weights.begin(), weights.end(), undefined) ||
+      std::any_of(biases.begin(), biases.end(), undefined))
+    throw Error("ops::layer_norm_linear: an undefined norm weight, norm bias, weight or bias; every tensor it takes "
+                "must be defined (a layer without a bias: give no biases and add the others' after)");
+  return LayerNormLinear::apply(x, norm_weight, norm_bias, weights, biases, eps, static_cast<int64_t>(gemm.lowp));
+}
+
+at::Tensor gelu_linear(const Gemm& gemm, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  // Autograd takes no undefined tensor as an input: an absent bias is no input at all.
+  return GeluLinear::apply(x, weight, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt,
+                           static_cast<int64_t>(gemm.lowp));
 }
 
 }  // namespace tessera::ops

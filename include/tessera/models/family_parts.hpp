@@ -15,10 +15,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "tessera/ops/fused.hpp"
 #include "tessera/ops/gemm.hpp"
 
 namespace tessera::models {
@@ -64,6 +66,45 @@ struct CallWeights {
     const at::Tensor b = bias >= 0 ? units[k][static_cast<std::size_t>(bias)] : at::Tensor();
     if (adapter) return (*adapter)(k, j, x, b);
     return gemm.linear(x, units[k][j], b);
+  }
+  // linear(k, j_i, at::layer_norm(x, k's norm_weight and norm_bias, eps), bias_i) for each {j_i, bias_i} of
+  // `layers`, as one node that keeps x and the norm's row statistics instead of the normalized copy
+  // (ops::layer_norm_linear); op by op where an adapter sees the linear layers.
+  struct Layer {
+    std::size_t weight;
+    std::ptrdiff_t bias = -1;
+  };
+  std::vector<at::Tensor> layer_norm_linear(std::size_t k, const at::Tensor& x, std::size_t norm_weight,
+                                            std::size_t norm_bias, double eps,
+                                            std::initializer_list<Layer> layers) const {
+    const auto bias = [&](const Layer& l) {
+      return l.bias >= 0 ? units[k][static_cast<std::size_t>(l.bias)] : at::Tensor();
+    };
+    std::vector<at::Tensor> out;
+    if (adapter) {
+      const at::Tensor h = at::layer_norm(x, {x.size(-1)}, units[k][norm_weight], units[k][norm_bias], eps);
+      for (const Layer& l : layers) out.push_back((*adapter)(k, l.weight, h, bias(l)));
+      return out;
+    }
+    std::vector<at::Tensor> weights, biases;
+    bool all_biased = true;
+    for (const Layer& l : layers) {
+      weights.push_back(units[k][l.weight]);
+      biases.push_back(bias(l));
+      all_biased = all_biased && l.bias >= 0;
+    }
+    if (all_biased) return ops::layer_norm_linear(gemm, x, units[k][norm_weight], units[k][norm_bias], eps, weights, biases);
+    // Some layers without a bias: the others' added after the node.
+    out = ops::layer_norm_linear(gemm, x, units[k][norm_weight], units[k][norm_bias], eps, weights);
+    for (std::size_t i = 0; i < out.size(); ++i)
+      if (biases[i].defined()) out[i] = out[i] + biases[i];
+    return out;
+  }
+  // linear(k, j, at::gelu(x), bias) (exact GELU), as one node that keeps x instead of gelu(x) (ops::gelu_linear); op
+  // by op where an adapter sees the layer.
+  at::Tensor gelu_linear(std::size_t k, std::size_t j, const at::Tensor& x, std::ptrdiff_t bias = -1) const {
+    if (adapter) return linear(k, j, at::gelu(x), bias);
+    return ops::gelu_linear(gemm, x, units[k][j], bias >= 0 ? units[k][static_cast<std::size_t>(bias)] : at::Tensor());
   }
 };
 
