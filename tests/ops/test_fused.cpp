@@ -124,8 +124,8 @@ TEST_CASE("layer_norm_linear is LayerNorm then each linear layer, forward and ba
     check_same(native, make_leaves(at::kFloat, {16, 16}, true, /*frozen=*/true), 1e-5);
   }
   // bf16: the same ops in the same dtype; the weight gradients' row sums may round in another order.
-  SECTION("bf16") { check_same(native, make_leaves(at::kBFloat16, {16, 8}, true), 2e-2); }
-  SECTION("bf16 through the widened products") { check_same(Gemm{Lowp::widen}, make_leaves(at::kBFloat16, {16, 8}, true), 2e-2); }
+  SECTION("bf16") { check_same(native, make_leaves(at::kBFloat16, {16, 8}, true), 4e-3); }
+  SECTION("bf16 through the widened products") { check_same(Gemm{Lowp::widen}, make_leaves(at::kBFloat16, {16, 8}, true), 4e-3); }
 }
 
 TEST_CASE("gelu_linear is the exact GELU then the linear layer, forward and backward", "[ops][fused]") {
@@ -146,7 +146,7 @@ TEST_CASE("gelu_linear is the exact GELU then the linear layer, forward and back
         }
         const at::Tensor ya = ops::gelu_linear(gemm, a[0], a[1], bias ? a[2] : at::Tensor());
         const at::Tensor yr = gemm.linear(at::gelu(r[0]), r[1], bias ? r[2] : at::Tensor());
-        const double tol = t == at::kFloat ? 1e-5 : 2e-2;
+        const double tol = t == at::kFloat ? 1e-5 : 4e-3;
         CHECK(relative_gap(ya, yr) <= tol);
         const at::Tensor g = at::randn(ya.sizes()).to(t);
         ya.backward(g);
