@@ -57,6 +57,7 @@ fi
 # A clone without its own .venv shares one with the other clones of this user that pin the same requirements: .venv
 # is then a link to $TESSERA_VENV_CACHE/<hash of the three requirement files> (default ~/.cache/tessera/venvs), so a
 # second checkout neither downloads nor stores the ~6 GB again. TESSERA_VENV_CACHE= (empty) keeps a private .venv.
+fresh=0  # this run makes .venv (a link or a directory): a failure before pip removes what it made
 cache=${TESSERA_VENV_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/tessera/venvs}
 [ -z "$cache" ] || cache=$(realpath -m "$cache")
 # A link made here before, to the environment of other pins (the requirements changed since) or to one since deleted,
@@ -64,6 +65,7 @@ cache=${TESSERA_VENV_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/tessera/venvs}
 if [ -L "$venv" ] && [ "$(dirname "$(readlink "$venv")")" = "$cache" ]; then
   rm "$venv"
 fi
+[ -e "$venv" ] || [ -L "$venv" ] || fresh=1
 if [ -n "$cache" ] && [ ! -e "$venv" ] && [ ! -L "$venv" ]; then
   mkdir -p "$cache/$all_want"
   ln -s "$cache/$all_want" "$venv"
@@ -84,6 +86,12 @@ if [ ! -x "$venv/bin/python" ] && [ "$free_gb" -lt "$need_gb" ]; then
   echo "install-deps.sh: $(readlink -f "$venv") is on a file system with $free_gb GB free; the Python environment" \
        "needs about $need_gb GB (torch and its CUDA wheels): free some space there, or set TESSERA_VENV_CACHE to a" \
        "directory on a larger disk" >&2
+  if [ "$fresh" = 1 ]; then
+    target=$(readlink -f "$venv")
+    rm -f "$target/.install.lock"
+    rmdir "$target" 2>/dev/null || true
+    [ -L "$venv" ] && rm -f "$venv"
+  fi
   exit 1
 fi
 # Created at its real path, so that its scripts (pip, conan) name that path and outlive the checkout that made it.
