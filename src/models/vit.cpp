@@ -45,7 +45,8 @@ at::Tensor embed(const VitConfig& c, const CallWeights& w, const at::Tensor& pix
 // each norm with the linear layers it feeds and the GELU with fc2 one node (ops/fused.hpp).
 at::Tensor layer(const VitConfig& c, const CallWeights& w, const at::Tensor& x) {
   const auto b = x.size(0), t = x.size(1), heads = c.num_attention_heads, d = c.head_dim();
-  const auto qkv = w.layer_norm_linear(0, x, before_w, before_b, c.layer_norm_eps, {{q_w, q_b}, {k_w, k_b}, {v_w, v_b}});
+  const auto qkv =
+      w.layer_norm_linear(0, x, before_w, before_b, c.layer_norm_eps, {{q_w, q_b}, {k_w, k_b}, {v_w, v_b}});
   const auto split = [&](const at::Tensor& y) { return y.view({b, t, heads, d}).transpose(1, 2); };
   const at::Tensor attn =
       w.gemm.attention(split(qkv[0]), split(qkv[1]), split(qkv[2])).transpose(1, 2).reshape({b, t, heads * d});

@@ -1,4 +1,5 @@
-// implements: rms_norm, gated, layer_norm_linear and gelu_linear (ops/fused.hpp): autograd functions that keep their inputs only.
+// implements: rms_norm, gated, layer_norm_linear and gelu_linear (ops/fused.hpp): autograd functions that keep their
+// inputs only.
 #include "tessera/ops/fused.hpp"
 
 #include <ATen/ATen.h>
@@ -6,8 +7,8 @@
 
 #include <algorithm>
 #include <array>
-#include <optional>
 #include <functional>
+#include <optional>
 #include <string>
 #include <tuple>
 

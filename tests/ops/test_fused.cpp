@@ -118,14 +118,18 @@ void check_same(const Gemm& gemm, const Leaves& leaves, double tol) {
 TEST_CASE("layer_norm_linear is LayerNorm then each linear layer, forward and backward", "[ops][fused]") {
   at::manual_seed(1);
   const Gemm native{Lowp::native};
-  SECTION("fp32, three layers with biases (ViT's q, k, v)") { check_same(native, make_leaves(at::kFloat, {16, 8, 24}, true), 1e-5); }
+  SECTION("fp32, three layers with biases (ViT's q, k, v)") {
+    check_same(native, make_leaves(at::kFloat, {16, 8, 24}, true), 1e-5);
+  }
   SECTION("fp32, one layer without a bias") { check_same(native, make_leaves(at::kFloat, {32}, false), 1e-5); }
   SECTION("fp32, frozen norm and weights: only x gets a gradient") {
     check_same(native, make_leaves(at::kFloat, {16, 16}, true, /*frozen=*/true), 1e-5);
   }
   // bf16: the same ops in the same dtype; the weight gradients' row sums may round in another order.
   SECTION("bf16") { check_same(native, make_leaves(at::kBFloat16, {16, 8}, true), 4e-3); }
-  SECTION("bf16 through the widened products") { check_same(Gemm{Lowp::widen}, make_leaves(at::kBFloat16, {16, 8}, true), 4e-3); }
+  SECTION("bf16 through the widened products") {
+    check_same(Gemm{Lowp::widen}, make_leaves(at::kBFloat16, {16, 8}, true), 4e-3);
+  }
 }
 
 TEST_CASE("gelu_linear is the exact GELU then the linear layer, forward and backward", "[ops][fused]") {
@@ -159,7 +163,7 @@ TEST_CASE("gelu_linear is the exact GELU then the linear layer, forward and back
       }
 }
 
-TEST_CASE("gelu_linear computes no weight gradient for a frozen weight", "[ops][fused]") {
+TEST_CASE("gelu_linear with a frozen weight: x gets its gradient, the weight none", "[ops][fused]") {
   const at::Tensor x = leaf({4, 8}, at::kFloat), w = leaf({6, 8}, at::kFloat, /*grad=*/false);
   ops::gelu_linear(Gemm{}, x, w, at::Tensor()).sum().backward();
   CHECK(x.grad().defined());
@@ -173,9 +177,9 @@ TEST_CASE("after forward the fused nodes keep x, not the normalized copy nor gel
   const auto opts = at::TensorOptions().device(meta).dtype(at::kBFloat16);
   const std::int64_t rows = 4 * 64, hidden = 128, ff = 512, elem = 2;
   const at::Tensor x = at::empty({4, 64, hidden}, opts).requires_grad_(true);
-  const at::Tensor nw = at::empty({hidden}, opts).requires_grad_(true), nb = at::empty({hidden}, opts).requires_grad_(true);
-  const at::Tensor w1 = at::empty({ff, hidden}, opts).requires_grad_(true), b1 = at::empty({ff}, opts).requires_grad_(true);
-  const at::Tensor w2 = at::empty({hidden, ff}, opts).requires_grad_(true);
+  const auto leaf_of = [&](std::vector<std::int64_t> shape) { return at::empty(shape, opts).requires_grad_(true); };
+  const at::Tensor nw = leaf_of({hidden}), nb = leaf_of({hidden}), w1 = leaf_of({ff, hidden}), b1 = leaf_of({ff});
+  const at::Tensor w2 = leaf_of({hidden, ff});
   const Gemm gemm{};
   // The bytes the graph of f(...) and its output hold after f returns.
   const auto held = [&](const std::function<at::Tensor()>& f) {
