@@ -49,17 +49,25 @@ Runtime make_runtime(const RunConfig& cfg, const JobPlace& place) {
 
 namespace tessera {
 
-GemmChoice choose_gemm(CpuLowp setting, c10::ScalarType compute, c10::Device device) {
+GemmChoice choose_gemm(CpuLowp setting, c10::ScalarType compute, c10::Device device, LossBlocks loss_blocks) {
   const c10::DeviceType target =
       device.is_meta() ? DryRunScope::active_target().value_or(c10::DeviceType::CPU) : device.type();
-  if (target != c10::DeviceType::CPU || (compute != at::kBFloat16 && compute != at::kHalf)) return {};
+  const bool blocked = loss_blocks == LossBlocks::on || (loss_blocks == LossBlocks::auto_ && target != c10::DeviceType::CPU);
+  GemmChoice choice{{ops::Lowp::native, blocked ? ops::kLossBlockBytes : 0}, ""};
+  if (target != c10::DeviceType::CPU || (compute != at::kBFloat16 && compute != at::kHalf)) return choice;
   const std::string dtype = compute == at::kBFloat16 ? "bf16" : "fp16";
-  if (setting == CpuLowp::native) return {{ops::Lowp::native}, "LibTorch's " + dtype + " kernels (cpu_lowp=native)"};
-  if (setting == CpuLowp::widen) return {{ops::Lowp::widen}, "widened to fp32, rounded once (cpu_lowp=widen)"};
-  const ops::CpuLowpSupport support = ops::cpu_lowp_support(compute);
-  if (support.native)
-    return {{ops::Lowp::native}, "LibTorch's " + dtype + " kernels (cpu_lowp=auto: " + support.reason + ")"};
-  return {{ops::Lowp::widen}, "widened to fp32, rounded once (cpu_lowp=auto: " + support.reason + ")"};
+  if (setting == CpuLowp::native) {
+    choice.reason = "LibTorch's " + dtype + " kernels (cpu_lowp=native)";
+  } else if (setting == CpuLowp::widen) {
+    choice.gemm.lowp = ops::Lowp::widen;
+    choice.reason = "widened to fp32, rounded once (cpu_lowp=widen)";
+  } else if (const ops::CpuLowpSupport support = ops::cpu_lowp_support(compute); support.native) {
+    choice.reason = "LibTorch's " + dtype + " kernels (cpu_lowp=auto: " + support.reason + ")";
+  } else {
+    choice.gemm.lowp = ops::Lowp::widen;
+    choice.reason = "widened to fp32, rounded once (cpu_lowp=auto: " + support.reason + ")";
+  }
+  return choice;
 }
 
 }  // namespace tessera

@@ -5,6 +5,7 @@
 #include "tessera/engine/target.hpp"
 #include "tessera/models/stack_program.hpp"
 #include "tessera/ops/fused.hpp"
+#include "tessera/ops/loss.hpp"
 
 #include <cmath>
 #include <limits>
@@ -135,8 +136,7 @@ at::Tensor Llama::compute(const Config& c, const Context& ctx, std::size_t call,
   // Head: head unit = {norm[, lm_head]}, then the embedding unit (lm_head when tied).
   const at::Tensor h = rms_norm(in[0], w[0][0], c.rms_norm_eps);
   const at::Tensor& lm_head = c.tie_word_embeddings ? w[1][0] : w[0][1];
-  const at::Tensor logits = w.gemm.linear(h, lm_head);  // (B, T, V)
-  return at::cross_entropy_loss(logits.to(at::kFloat).view({-1, c.vocab_size}), in[1].reshape({-1}));
+  return ops::linear_cross_entropy(w.gemm, h, lm_head, in[1]);  // logits (B, T, V), whole or in blocks
 }
 
 }  // namespace tessera::models

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tessera/core/error.hpp"
+#include "tessera/ops/loss.hpp"
 
 namespace tessera::models {
 namespace {
@@ -208,8 +209,7 @@ at::Tensor head(const OptConfig& c, const CallWeights& w, const at::Tensor& x, c
     if (c.has_projections()) h = w.linear(0, j++, h);
     lm_head = c.tie_word_embeddings ? w[1][embed_tokens] : w[0][j];
   }
-  const at::Tensor logits = w.gemm.linear(h, lm_head);  // (B, T, V)
-  return at::cross_entropy_loss(logits.to(at::kFloat).view({-1, c.vocab_size}), targets.reshape({-1}));
+  return ops::linear_cross_entropy(w.gemm, h, lm_head, targets);  // logits (B, T, V), whole or in blocks
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/ops/fused.hpp"
+#include "tessera/ops/loss.hpp"
 
 namespace tessera::models {
 namespace {
@@ -126,9 +127,7 @@ at::Tensor head(const T5Config& c, const CallWeights& w, const at::Tensor& y, co
   at::Tensor h = rms_norm(c, y, w[0][0]);
   if (c.scale_decoder_outputs) h = h * std::pow(static_cast<double>(c.d_model), -0.5);
   const at::Tensor& lm_head = c.tie_word_embeddings ? w[1][0] : w[0][1];
-  const at::Tensor logits = w.gemm.linear(h, lm_head);
-  return at::cross_entropy_loss(logits.to(at::kFloat).view({-1, c.vocab_size}), labels.reshape({-1}), {},
-                                at::Reduction::Mean, kIgnoreIndex);
+  return ops::linear_cross_entropy(w.gemm, h, lm_head, labels, kIgnoreIndex);  // whole or in blocks
 }
 
 }  // namespace

@@ -38,3 +38,22 @@ TEST_CASE("choose_gemm in a dry run follows the run it predicts", "[engine]") {
   const DryRunScope gpu_run(0, 1, 1, c10::kCUDA);
   CHECK(choose_gemm(CpuLowp::widen, at::kBFloat16, meta).gemm.lowp == Lowp::native);
 }
+
+TEST_CASE("choose_gemm blocks the language models' loss as loss_blocks says, auto on a GPU only", "[engine]") {
+  const c10::Device cpu(c10::kCPU), cuda(c10::kCUDA, 0), meta(c10::kMeta);
+  for (const c10::ScalarType t : {at::kFloat, at::kBFloat16}) {
+    INFO(c10::toString(t));
+    CHECK(choose_gemm(CpuLowp::auto_, t, cpu, LossBlocks::on).gemm.loss_block_bytes == ops::kLossBlockBytes);
+    CHECK(choose_gemm(CpuLowp::auto_, t, cuda, LossBlocks::off).gemm.loss_block_bytes == 0);
+    CHECK(choose_gemm(CpuLowp::auto_, t, cpu, LossBlocks::auto_).gemm.loss_block_bytes == 0);
+    CHECK(choose_gemm(CpuLowp::auto_, t, cuda, LossBlocks::auto_).gemm.loss_block_bytes == ops::kLossBlockBytes);
+    // cpu_lowp's choice stands beside it.
+    CHECK(choose_gemm(CpuLowp::widen, at::kBFloat16, cpu, LossBlocks::on).gemm.lowp == Lowp::widen);
+  }
+  {
+    const DryRunScope cpu_run(0, 1, 1, c10::kCPU);
+    CHECK(choose_gemm(CpuLowp::auto_, at::kFloat, meta, LossBlocks::auto_).gemm.loss_block_bytes == 0);
+  }
+  const DryRunScope gpu_run(0, 1, 1, c10::kCUDA);
+  CHECK(choose_gemm(CpuLowp::auto_, at::kFloat, meta, LossBlocks::auto_).gemm.loss_block_bytes == ops::kLossBlockBytes);
+}

@@ -58,6 +58,16 @@ struct config_enum<CpuLowp> {
       {{CpuLowp::auto_, "auto"}, {CpuLowp::native, "native"}, {CpuLowp::widen, "widen"}}};
 };
 
+// loss_blocks: the language-model heads' loss over blocks of the vocabulary (ops/loss.hpp: the full fp32 logits
+// never exist, one more product of the head in backward) or whole; auto = in blocks where the run's device (a dry
+// run's: its target) is a GPU, whose memory bounds a run, whole on a CPU, where the extra product costs time.
+enum class LossBlocks { auto_, on, off };
+template <>
+struct config_enum<LossBlocks> {
+  static constexpr std::array<std::pair<LossBlocks, std::string_view>, 3> values{
+      {{LossBlocks::auto_, "auto"}, {LossBlocks::on, "on"}, {LossBlocks::off, "off"}}};
+};
+
 // data_order: the order of an epoch's rows: fixed (the data's order, the same on every world size), or as the labs'
 // loaders shuffle it: DataLoader(shuffle=True) with a generator seeded `seed` on one rank, torch's
 // DistributedSampler(shuffle=True, seed=seed) with set_epoch on several (data/lab_order.hpp).
@@ -133,6 +143,7 @@ struct RunConfig {
   std::string device = "auto";
   std::int64_t threads = 0;
   CpuLowp cpu_lowp = CpuLowp::auto_;
+  LossBlocks loss_blocks = LossBlocks::auto_;
   std::int64_t log_every = 1;
   std::int64_t memory_every = 50;
   MemoryRanks memory_ranks = MemoryRanks::max;
@@ -152,7 +163,7 @@ std::optional<std::int64_t> parse_bytes(std::string_view text);
 template <>
 struct config_fields<RunConfig> {
   static constexpr std::string_view title = "run config";
-  static constexpr std::array<FieldDoc, 63> docs{{
+  static constexpr std::array<FieldDoc, 64> docs{{
       {"model",
        "model preset of the experiment's model family (--help lists them, e.g. tiny); ignored when model_dir "
        "is set"},
@@ -274,6 +285,11 @@ struct config_fields<RunConfig> {
        "avx512_bf16/amx_bf16, resp. avx512_fp16/amx_fp16; 40-130x slower than fp32 elsewhere); widen = each product "
        "in fp32 on the 16-bit values, rounded once (the same numbers up to summation order, at fp32 speed); auto = "
        "native where the CPU has the instructions, else widen"},
+      {"loss_blocks",
+       "language models (Llama, OPT, T5, BLIP-2): on = the head's product and cross-entropy over blocks of the "
+       "vocabulary, so the (rows, vocab) fp32 logits never exist (3 such tensors less at the top of backward; one "
+       "more product of the head in backward); off = the whole logits at once, as transformers; auto = on where the "
+       "device is a GPU (a dry run's target included), off on a CPU"},
       {"log_every", "print a step line every N steps"},
       {"memory_every", "take memory snapshots at steps 0, 1 and every N steps"},
       {"memory_ranks",

@@ -124,6 +124,7 @@ nlohmann::json Trainer<Exp>::run_record() const {
                       {"lr", lr()}};
   if (cfg_.freeze != "none") r["freeze"] = cfg_.freeze;
   if (!gemm_.reason.empty()) r["cpu_lowp"] = gemm_.gemm.lowp == ops::Lowp::widen ? "widen" : "native";
+  if (gemm_.gemm.loss_block_bytes > 0) r["loss_blocks"] = "on";  // language models' heads (ops/loss.hpp)
   return r;
 }
 

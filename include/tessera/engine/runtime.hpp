@@ -33,11 +33,13 @@ Runtime make_runtime(const RunConfig& cfg, const JobPlace& place = {});
 
 // How a run's matrix products in `compute` dtype run on `device` (the meta device: the dry run's target), from
 // cpu_lowp=: widened only for bf16/fp16 on a CPU. `reason` says why, for the experiment table; empty when the
-// setting changes nothing (fp32, or not a CPU).
+// setting changes nothing (fp32, or not a CPU). loss_blocks=: the heads' loss in blocks of ops::kLossBlockBytes
+// (auto: where the device is a GPU).
 struct GemmChoice {
   ops::Gemm gemm;
   std::string reason;
 };
-GemmChoice choose_gemm(CpuLowp setting, c10::ScalarType compute, c10::Device device);
+GemmChoice choose_gemm(CpuLowp setting, c10::ScalarType compute, c10::Device device,
+                       LossBlocks loss_blocks = LossBlocks::auto_);
 
 }  // namespace tessera

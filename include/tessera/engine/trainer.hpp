@@ -89,7 +89,7 @@ class Trainer {
         place_(job::place()),
         group_size_(tessera::shard_group_size<Sharding>(cfg_, place_)),
         runtime_(make_runtime(cfg_, place_)),
-        gemm_(choose_gemm(cfg_.cpu_lowp, Precision::compute_dtype, runtime_.device)),
+        gemm_(choose_gemm(cfg_.cpu_lowp, Precision::compute_dtype, runtime_.device, cfg_.loss_blocks)),
         model_(cfg_.model_dir.empty() ? Model::preset(cfg_.model)
                                       : Model::read_config(std::filesystem::path(cfg_.model_dir) / "config.json")),
         units_(Model::units(model_)),

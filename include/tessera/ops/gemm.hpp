@@ -20,8 +20,14 @@ namespace tessera::ops {
 
 enum class Lowp : std::uint8_t { native, widen };
 
+// The blocked loss's default block (ops/loss.hpp): 32 MiB of fp32 logits.
+inline constexpr std::int64_t kLossBlockBytes = std::int64_t{32} << 20;
+
 struct Gemm {
   Lowp lowp = Lowp::native;
+  // The language-model heads' product and loss (ops/loss.hpp): in blocks of the vocabulary whose fp32 logits take
+  // at most this many bytes, or 0: the whole (rows, V) logits at once.
+  std::int64_t loss_block_bytes = 0;
 
   // True when a product of tensors of t's dtype is widened.
   bool widens(const at::Tensor& t) const;
