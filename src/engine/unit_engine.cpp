@@ -118,10 +118,18 @@ UnitEngine::UnitEngine(ParamStore& store, ShardPlan plan, UnitComms comms, std::
   written_.assign(units, false);
   released_.assign(units, false);
 
-  if (plan_.stage == 3) {
+  // Mixed precision below stage 3 (the store holds the fp32 masters on the device): each unit's compute copy is
+  // cast into a buffer of its own when a call needs it and freed when no call holds it, after the unit's forward
+  // and again after its backward, as FullShard frees a gathered unit. The autograd graph's saved views keep the
+  // storage object, which acquire() refills from the unchanged master before the unit's backward, so the copies
+  // live a unit at a time instead of all of them from forward to backward (one more cast per unit in backward).
+  // gathered_ is non-empty under stage 3 and under this recast, empty otherwise.
+  const bool recast = plan_.stage < 3 && store_.dtype() != plan_.compute_dtype && store_.device() == plan_.device;
+  if (plan_.stage == 3 || recast) {
     gathered_.resize(units);
     for (std::size_t u = 0; u < units; ++u) {
-      gathered_[u].full = at::empty({store_.padded_numel(u)}, at::TensorOptions().dtype(plan_.compute_dtype).device(device));
+      const std::int64_t numel = plan_.stage == 3 ? store_.padded_numel(u) : store_.flat_param(u).numel();
+      gathered_[u].full = at::empty({numel}, at::TensorOptions().dtype(plan_.compute_dtype).device(device));
       storage::free_storage(gathered_[u].full);
     }
   }
@@ -197,7 +205,15 @@ void UnitEngine::start_gather(std::size_t u) {
 at::Tensor UnitEngine::acquire(std::size_t u) {
   if (plan_.stage < 3) {
     const at::Tensor& flat = store_.flat_param(u);
-    return flat.scalar_type() == plan_.compute_dtype ? flat : flat.to(plan_.compute_dtype);
+    if (gathered_.empty()) return flat.scalar_type() == plan_.compute_dtype ? flat : flat.to(plan_.compute_dtype);
+    Gathered& g = gathered_[u];  // the recast compute copy (constructor)
+    if (!g.materialized) {
+      storage::restore_storage(g.full, static_cast<std::size_t>(g.full.numel() * element_bytes(plan_.compute_dtype)));
+      write_alias(g.full).copy_(flat);
+      g.materialized = true;
+    }
+    ++g.refs;
+    return g.full;
   }
   Gathered& g = gathered_[u];
   if (!g.materialized) {
@@ -213,7 +229,7 @@ at::Tensor UnitEngine::acquire(std::size_t u) {
 }
 
 void UnitEngine::release(std::size_t u) {
-  if (plan_.stage < 3) return;
+  if (gathered_.empty()) return;
   Gathered& g = gathered_[u];
   if (--g.refs == 0 && g.materialized) {
     storage::free_storage(g.full);
