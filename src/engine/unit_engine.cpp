@@ -352,7 +352,12 @@ std::vector<at::Tensor> UnitEngine::backward_call(std::size_t c, const at::Tenso
   for (std::size_t u : spec.units) release(u);
   for (std::size_t u : spec.units)
     if (trainable_[u] && --uses_left_[u] == 0) in_root_[u] ? root_unit_complete() : unit_complete(u);
-  if (--open_calls_ == 0) drop_root();
+  // The micro-step's backward is over: its last reduce-scatters land now (stages 2/3), as FSDP waits for them
+  // before the next forward, instead of one unit's full gradient and shard staying in flight through that forward.
+  if (--open_calls_ == 0) {
+    drop_root();
+    drain_scatters(0);
+  }
   return input_grads;
 }
 
