@@ -52,7 +52,8 @@ namespace tessera {
 GemmChoice choose_gemm(CpuLowp setting, c10::ScalarType compute, c10::Device device, LossBlocks loss_blocks) {
   const c10::DeviceType target =
       device.is_meta() ? DryRunScope::active_target().value_or(c10::DeviceType::CPU) : device.type();
-  const bool blocked = loss_blocks == LossBlocks::on || (loss_blocks == LossBlocks::auto_ && target != c10::DeviceType::CPU);
+  const bool blocked =
+      loss_blocks == LossBlocks::on || (loss_blocks == LossBlocks::auto_ && target != c10::DeviceType::CPU);
   GemmChoice choice{{ops::Lowp::native, blocked ? ops::kLossBlockBytes : 0}, ""};
   if (target != c10::DeviceType::CPU || (compute != at::kBFloat16 && compute != at::kHalf)) return choice;
   const std::string dtype = compute == at::kBFloat16 ? "bf16" : "fp16";

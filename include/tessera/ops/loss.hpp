@@ -4,10 +4,10 @@
 //   at::cross_entropy_loss(gemm.linear(x, W).to(fp32).view({-1, V}), targets.reshape({-1}), {}, Mean, ignore_index)
 // (Hugging Face's ForCausalLMLoss and T5's loss: logits in the compute dtype, upcast, mean over the kept rows).
 //
-// Whole (gemm.loss_block_bytes = 0): exactly that op-by-op form. Its graph keeps the fp32 log-probabilities (rows x V x 4
-// bytes) for backward, and the backward holds two more such tensors at once (the gradients of the log-probabilities
-// and of the logits): 3 x rows x V x 4 bytes at the top of backward, 0.74 GiB for BLIP-2 OPT at batch 16, 0.73 GiB
-// for a 7B Llama at 4 x 512 tokens.
+// Whole (gemm.loss_block_bytes = 0): exactly that op-by-op form. Its graph keeps the fp32 log-probabilities
+// (rows x V x 4 bytes) for backward, and the backward holds two more such tensors at once (the gradients of the
+// log-probabilities and of the logits): 3 x rows x V x 4 bytes at the top of backward, 0.74 GiB for BLIP-2 OPT at
+// batch 16, 0.73 GiB for a 7B Llama at 4 x 512 tokens.
 //
 // Blocked (gemm.loss_block_bytes > 0): the vocabulary in blocks whose fp32 logits (and fp32 weight rows) take at
 // most that many bytes each; the forward keeps a running log-sum-exp per row and the target's logit, and saves x, W
