@@ -203,25 +203,22 @@ void UnitEngine::start_gather(std::size_t u) {
 }
 
 at::Tensor UnitEngine::acquire(std::size_t u) {
-  if (plan_.stage < 3) {
+  if (gathered_.empty()) {  // below stage 3, no recast: the parameters themselves, or a cast per call
     const at::Tensor& flat = store_.flat_param(u);
-    if (gathered_.empty()) return flat.scalar_type() == plan_.compute_dtype ? flat : flat.to(plan_.compute_dtype);
-    Gathered& g = gathered_[u];  // the recast compute copy (constructor)
-    if (!g.materialized) {
-      storage::restore_storage(g.full, static_cast<std::size_t>(g.full.numel() * element_bytes(plan_.compute_dtype)));
-      write_alias(g.full).copy_(flat);
-      g.materialized = true;
-    }
-    ++g.refs;
-    return g.full;
+    return flat.scalar_type() == plan_.compute_dtype ? flat : flat.to(plan_.compute_dtype);
   }
   Gathered& g = gathered_[u];
   if (!g.materialized) {
-    if (!g.in_flight) start_gather(u);
-    g.work.wait();
-    g.work = dist::AnyWork();
-    g.send = at::Tensor();
-    g.in_flight = false;
+    if (plan_.stage < 3) {  // the recast compute copy (constructor): cast again from the master
+      storage::restore_storage(g.full, static_cast<std::size_t>(g.full.numel() * element_bytes(plan_.compute_dtype)));
+      write_alias(g.full).copy_(store_.flat_param(u));
+    } else {
+      if (!g.in_flight) start_gather(u);
+      g.work.wait();
+      g.work = dist::AnyWork();
+      g.send = at::Tensor();
+      g.in_flight = false;
+    }
     g.materialized = true;
   }
   ++g.refs;
