@@ -405,4 +405,13 @@ bool wants_help(std::span<const std::string_view> args) {
                      [](std::string_view arg) { return arg == "--help" || arg == "-h"; });
 }
 
+// The field functions' one instantiation for RunConfig (run_config.hpp declares them extern).
+template std::size_t field_index<RunConfig>(std::string_view key);
+template void set_field<RunConfig>(RunConfig& cfg, std::string_view key, std::string_view value);
+template std::string format_field_value<RunConfig>(const RunConfig& cfg, std::size_t index);
+template std::string config_table<RunConfig>(const RunConfig& cfg,
+                                             std::span<const std::pair<std::string, std::string>> extra);
+template std::string config_help<RunConfig>(const RunConfig& defaults);
+template RunConfig parse_args<RunConfig>(std::span<const std::string_view> args, RunConfig defaults);
+
 }  // namespace tessera

@@ -10,7 +10,10 @@ if [ "$kind" = find_package ]; then
   cmake --install "$build" --prefix "$work/prefix" >/dev/null
   export CMAKE_PREFIX_PATH="$work/prefix${prefix_path:+:$prefix_path}"
 else
-  args+=(-DTESSERA_SOURCE_DIR="$source")
+  # tessera's sources are compiled once, in the main build: the consumer links that archive (TESSERA_LIBRARY), so
+  # this case tests add_subdirectory()'s configuration, targets and usage requirements, not a second compilation
+  # (the Conan case, conan.sh, compiles the package from its sources).
+  args+=(-DTESSERA_SOURCE_DIR="$source" -DTESSERA_LIBRARY="$build/libtessera.a")
 fi
 cmake "${args[@]}" >/dev/null
 cmake --build "$work/build" >/dev/null

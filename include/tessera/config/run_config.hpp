@@ -349,4 +349,14 @@ RunConfig with_global_batch(RunConfig cfg, std::int64_t ranks);
 // True if any argument is --help or -h (checked before parsing, which would reject them).
 bool wants_help(std::span<const std::string_view> args);
 
+// The field functions (config/fields.hpp) for RunConfig are compiled once, in src/config/run_config.cpp, not in
+// every program that parses a run config.
+extern template std::size_t field_index<RunConfig>(std::string_view key);
+extern template void set_field<RunConfig>(RunConfig& cfg, std::string_view key, std::string_view value);
+extern template std::string format_field_value<RunConfig>(const RunConfig& cfg, std::size_t index);
+extern template std::string config_table<RunConfig>(const RunConfig& cfg,
+                                                    std::span<const std::pair<std::string, std::string>> extra);
+extern template std::string config_help<RunConfig>(const RunConfig& defaults);
+extern template RunConfig parse_args<RunConfig>(std::span<const std::string_view> args, RunConfig defaults);
+
 }  // namespace tessera

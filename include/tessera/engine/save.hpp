@@ -25,16 +25,7 @@ inline constexpr std::array<std::string_view, 9> kCompanionFiles{
 
 // Copies the companion files present in `from` (a model_dir; empty: none) into `to`. Error naming the file when one
 // cannot be copied.
-inline void copy_companion_files(const std::filesystem::path& from, const std::filesystem::path& to) {
-  if (from.empty()) return;
-  for (std::string_view name : kCompanionFiles) {
-    const std::filesystem::path src = from / name;
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(src, ec)) continue;
-    std::filesystem::copy_file(src, to / name, ec);
-    if (ec) throw Error(src.string() + ": could not copy it into the saved directory: " + ec.message());
-  }
-}
+void copy_companion_files(const std::filesystem::path& from, const std::filesystem::path& to);
 
 // Writes the directory under its temporary name and returns it uncommitted: the caller moves it into place
 // (commit()) once everything else the run must finish has succeeded, or drops it. `source`: the model_dir the run

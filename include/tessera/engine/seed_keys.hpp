@@ -36,18 +36,9 @@ inline std::vector<std::string> spelled(std::initializer_list<std::string_view> 
   return {names.begin(), names.end()};
 }
 
-inline std::vector<std::string> precision_names(std::string_view name) {
-  if (name == "32-true") return spelled({"32-true", "32", "fp32"});
-  if (name == "bf16-mixed") return spelled({"bf16-mixed", "bf16"});
-  if (name == "16-mixed") return spelled({"16-mixed", "16", "fp16"});
-  return spelled({name});
-}
-
-inline std::vector<std::string> optimizer_names(std::string_view name, bool offloaded) {
-  if (name == "adamw") return offloaded ? spelled({"deepspeed_cpu", "adamw"}) : spelled({"adamw"});
-  if (name == "adam8bit") return spelled({"adam_8bit", "adam8bit"});
-  return spelled({name});
-}
+std::vector<std::string> precision_names(std::string_view name);
+std::vector<std::string> optimizer_names(std::string_view name, bool offloaded);
+std::vector<std::string> bool_names(bool value);
 
 template <class S, class O>
 std::vector<std::string> strategy_names() {
@@ -62,10 +53,6 @@ std::vector<std::string> strategy_names() {
   } else if constexpr (S::shards_optimizer) return spelled({"deepspeed_stage_1", "zero1"});
   else if constexpr (S::data_parallel) return spelled({"ddp"});
   else return spelled({"auto", "single_device"});
-}
-
-inline std::vector<std::string> bool_names(bool value) {
-  return value ? spelled({"true", "True", "1"}) : spelled({"false", "False", "0"});
 }
 
 }  // namespace detail
@@ -96,35 +83,9 @@ struct SeedArgs {
   std::vector<std::string_view> rest;
 };
 
-inline SeedArgs split_seed_args(std::span<const std::string_view> args, std::span<const SeedChoice> choices) {
-  SeedArgs out;
-  for (const std::string_view arg : args) {
-    const std::size_t eq = arg.find('=');
-    const std::string_view key = eq == std::string_view::npos ? std::string_view() : arg.substr(0, eq);
-    const bool seed_key =
-        std::any_of(choices.begin(), choices.end(), [&](const SeedChoice& c) { return c.key == key; });
-    if (seed_key) out.given.emplace_back(key, arg.substr(eq + 1));
-    else out.rest.push_back(arg);
-  }
-  return out;
-}
+SeedArgs split_seed_args(std::span<const std::string_view> args, std::span<const SeedChoice> choices);
 
 // Throws a ConfigError naming every seed key whose value is not what the binary is.
-inline void check_seed_args(const SeedArgs& args, std::span<const SeedChoice> choices) {
-  std::string problems;
-  for (const auto& [key, value] : args.given) {
-    const auto c = std::find_if(choices.begin(), choices.end(), [&](const SeedChoice& s) { return s.key == key; });
-    if (std::find(c->accepted.begin(), c->accepted.end(), value) != c->accepted.end()) continue;
-    if (!problems.empty()) problems += "\n";
-    problems += std::string(key) + "=" + std::string(value) + ": this binary is " + std::string(key) + "=" + c->value;
-    if (key == "devices")
-      problems += " (the job's ranks); start " + std::string(value) + " ranks with mpirun -np " + std::string(value) +
-                  " (or srun -n " + std::string(value) + "), or drop devices=";
-    else
-      problems += ", fixed when it was compiled; run the binary built with that policy (build/catalogue/ or "
-                  "build/examples/, tessera-catalogue lists them), or drop " + std::string(key) + "=";
-  }
-  if (!problems.empty()) throw ConfigError(problems);
-}
+void check_seed_args(const SeedArgs& args, std::span<const SeedChoice> choices);
 
 }  // namespace tessera

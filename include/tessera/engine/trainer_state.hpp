@@ -25,20 +25,7 @@ namespace tessera {
 
 namespace detail {
 // FNV-1a over the parameters' names and shapes: two runs with this value hold tensors of the same layout.
-inline std::string spec_fingerprint(const std::vector<ParamSpec>& specs) {
-  std::uint64_t h = 1469598103934665603ull;
-  const auto mix = [&](std::string_view bytes) {
-    for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
-  };
-  for (const ParamSpec& s : specs) {
-    mix(s.name);
-    for (std::int64_t d : s.shape) mix(std::to_string(d) + ",");
-    mix(";");
-  }
-  char text[24];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
-  return text;
-}
+std::string spec_fingerprint(const std::vector<ParamSpec>& specs);
 }  // namespace detail
 
 template <class Exp>
