@@ -9,9 +9,10 @@
 // Every call that has something to differentiate goes through one autograd node, so the engine sees the start
 // and end of each call's forward and backward, and returns a gradient for each input that requires one:
 //   forward   acquire the call's units (stage 3: all-gather in the compute dtype, prefetching the next call's
-//             units; otherwise the stored buffer or its cast to the compute dtype), run the call with a graph
-//             (or without one, saving only its input, when it is checkpointed), release the units (stage 3:
-//             free the gathered storage; the graph keeps views of it and the backward refills them).
+//             units; below stage 3 with a compute dtype other than the stored one: a cast of the stored buffer
+//             into a buffer of its own; otherwise the stored buffer), run the call with a graph (or without one,
+//             saving only its input, when it is checkpointed), release the units (a gathered or cast buffer's
+//             storage is freed; the graph keeps views of it and the backward refills them: gathers or casts again).
 //   backward  acquire again (prefetching the previous call's units), recompute if checkpointed, back-propagate
 //             through the call, write the parameter gradients into the units' full gradient buffers (the first
 //             call of a step copies, later calls and micro-steps add; a bucket is allocated when its first
@@ -123,7 +124,7 @@ class UnitEngine final : public models::CallRunner {
   std::vector<at::Tensor> full_params();
 
   std::int64_t grad_bytes() const;      // gradient buffers alive now (buckets or shards, plus full unit grads)
-  std::int64_t gathered_bytes() const;  // stage 3: gathered unit buffers alive now
+  std::int64_t gathered_bytes() const;  // compute copies alive now: stage 3's gathered units, or the casts below it
   std::size_t num_buckets() const { return buckets_.size(); }
   // Stages 2/3: the units of the root (those not wrapped), in unit order; empty when every unit is wrapped.
   const std::vector<std::size_t>& root_units() const { return root_; }
@@ -136,7 +137,7 @@ class UnitEngine final : public models::CallRunner {
   std::vector<at::Tensor> backward_call(std::size_t c, const at::Tensor& grad_out);
 
  private:
-  struct Gathered {              // stage 3: a unit's full compute-dtype buffer
+  struct Gathered {              // a unit's full compute-dtype copy: stage 3's gather, or the cast below stage 3
     at::Tensor full;             // (N,); storage freed while not in use
     at::Tensor send;             // the shard cast to the compute dtype, while a gather is in flight
     dist::AnyWork work;

@@ -60,10 +60,14 @@ struct CallWeights {
   ops::Gemm gemm;
 
   const std::vector<at::Tensor>& operator[](std::size_t k) const { return units[k]; }
+  // The k-th unit's parameter `index` as a bias; undefined for index -1 (the layer has none).
+  at::Tensor bias_of(std::size_t k, std::ptrdiff_t index) const {
+    return index >= 0 ? units[k][static_cast<std::size_t>(index)] : at::Tensor();
+  }
   // x W^T + b for the k-th unit's weight j and (when bias >= 0) its parameter `bias` as the bias. Every linear
   // layer whose weight a family marks ParamSpec::linear must be computed through here, so adapters see it.
   at::Tensor linear(std::size_t k, std::size_t j, const at::Tensor& x, std::ptrdiff_t bias = -1) const {
-    const at::Tensor b = bias >= 0 ? units[k][static_cast<std::size_t>(bias)] : at::Tensor();
+    const at::Tensor b = bias_of(k, bias);
     if (adapter) return (*adapter)(k, j, x, b);
     return gemm.linear(x, units[k][j], b);
   }
@@ -77,20 +81,17 @@ struct CallWeights {
   std::vector<at::Tensor> layer_norm_linear(std::size_t k, const at::Tensor& x, std::size_t norm_weight,
                                             std::size_t norm_bias, double eps,
                                             std::initializer_list<Layer> layers) const {
-    const auto bias = [&](const Layer& l) {
-      return l.bias >= 0 ? units[k][static_cast<std::size_t>(l.bias)] : at::Tensor();
-    };
     std::vector<at::Tensor> out;
     if (adapter) {
       const at::Tensor h = at::layer_norm(x, {x.size(-1)}, units[k][norm_weight], units[k][norm_bias], eps);
-      for (const Layer& l : layers) out.push_back((*adapter)(k, l.weight, h, bias(l)));
+      for (const Layer& l : layers) out.push_back((*adapter)(k, l.weight, h, bias_of(k, l.bias)));
       return out;
     }
     std::vector<at::Tensor> weights, biases;
     bool all_biased = true;
     for (const Layer& l : layers) {
       weights.push_back(units[k][l.weight]);
-      biases.push_back(bias(l));
+      biases.push_back(bias_of(k, l.bias));
       all_biased = all_biased && l.bias >= 0;
     }
     if (all_biased) return ops::layer_norm_linear(gemm, x, units[k][norm_weight], units[k][norm_bias], eps, weights, biases);
@@ -104,7 +105,7 @@ struct CallWeights {
   // by op where an adapter sees the layer.
   at::Tensor gelu_linear(std::size_t k, std::size_t j, const at::Tensor& x, std::ptrdiff_t bias = -1) const {
     if (adapter) return linear(k, j, at::gelu(x), bias);
-    return ops::gelu_linear(gemm, x, units[k][j], bias >= 0 ? units[k][static_cast<std::size_t>(bias)] : at::Tensor());
+    return ops::gelu_linear(gemm, x, units[k][j], bias_of(k, bias));
   }
 };
 
