@@ -1,6 +1,7 @@
 # tessera used the ways a project takes it in: find_package() against an install tree (with a policy defined
-# outside tessera), add_subdirectory() of the source tree, and the Conan package (conanfile.py with its
-# test_package). Each consumer builds one experiment and runs one step (tests/consumers/run.sh, conan.sh).
+# outside tessera), add_subdirectory() of the source tree (linking this build's libtessera.a through TESSERA_LIBRARY:
+# the sources are compiled once, here), and the Conan package (conanfile.py with its test_package, which compiles them
+# again in Conan's cache). Each consumer builds one experiment and runs one step (tests/consumers/run.sh, conan.sh).
 string(JOIN ":" _prefix_path ${CMAKE_PREFIX_PATH})
 foreach(kind find_package add_subdirectory)
   add_test(NAME consumer.${kind}
