@@ -9,6 +9,15 @@ foreach(kind find_package add_subdirectory)
             "${CMAKE_CURRENT_BINARY_DIR}/consumers/${kind}" "${CMAKE_GENERATOR}" "${_prefix_path}")
   set_tests_properties(consumer.${kind} PROPERTIES LABELS consumer TIMEOUT 1200)
 endforeach()
+# A TESSERA_LIBRARY that does not exist stops the configuration at once (non-zero, nothing generated), naming it
+# (CMake wraps the message: compared without spaces and line breaks).
+add_test(NAME consumer.add_subdirectory_missing_library
+  COMMAND bash -c "d=$(mktemp -d); trap 'rm -rf $d' EXIT
+    out=$(${CMAKE_COMMAND} -S '${CMAKE_CURRENT_SOURCE_DIR}/consumers/add_subdirectory' -B $d -G '${CMAKE_GENERATOR}' \
+          -DTESSERA_SOURCE_DIR='${PROJECT_SOURCE_DIR}' -DTESSERA_LIBRARY=$d/no/libtessera.a 2>&1) && exit 1
+    echo \"$out\"; test ! -e $d/build.ninja || exit 1
+    tr -d ' \\n' <<<\"$out\" | grep -q \"TESSERA_LIBRARY=$d/no/libtessera.adoesnotexist;buildtesserathere\"")
+set_tests_properties(consumer.add_subdirectory_missing_library PROPERTIES LABELS consumer TIMEOUT 120)
 # Rebuilds tessera's library inside Conan's cache (minutes); skipped without a Conan client.
 add_test(NAME consumer.conan
   COMMAND bash "${CMAKE_CURRENT_SOURCE_DIR}/consumers/conan.sh" "${PROJECT_SOURCE_DIR}"

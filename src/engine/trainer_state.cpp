@@ -1,4 +1,6 @@
 // implements: spec_fingerprint (engine/trainer_state.hpp), the layout check of a training-state checkpoint.
+#include "tessera/engine/trainer_state.hpp"
+
 #include <cstdint>
 #include <cstdio>
 #include <string>
