@@ -4,8 +4,8 @@ import subprocess
 
 from conan import ConanFile
 from conan.errors import ConanException, ConanInvalidConfiguration
-from conan.tools.build import check_min_cppstd
-from conan.tools.cmake import CMake, CMakeDeps, CMakeToolchain, cmake_layout
+from conan.tools.build import check_min_cppstd, cross_building
+from conan.tools.cmake import CMake, CMakeDeps, CMakeToolchain
 from conan.tools.files import load, save
 
 required_conan_version = ">=2.0"
@@ -64,7 +64,13 @@ class TesseraConan(ConanFile):
             self.options.rm_safe("with_nccl")
 
     def layout(self):
-        cmake_layout(self)
+        # tessera's own layout: the sources at the top, one build folder "build" below them (not cmake_layout's
+        # build/Release), so that the package's compilations name the sources by the same paths relative to their
+        # build folder as a build of the checkout does (ccache's base_dir: a package built where the checkout was built
+        # before hits its cache).
+        self.folders.source = "."
+        self.folders.build = "build"
+        self.folders.generators = os.path.join("build", "generators")
 
     def validate(self):
         check_min_cppstd(self, 20)
@@ -108,6 +114,10 @@ class TesseraConan(ConanFile):
 
     def generate(self):
         tc = CMakeToolchain(self)
+        if not cross_building(self):
+            # -m64 (or -m32) for the arch the compiler builds for anyway: it changes no code, only the command line,
+            # which would then differ from a build of the checkout and miss its ccache entries.
+            tc.blocks.remove("arch_flags")
         # The toolchain's C++20 reaches the CUDA compiler checks that a CUDA LibTorch's config runs (they take
         # CUDA's standard from C++'s), and Debian 12's CMake 3.25 has no C++20 flag for nvcc; tessera's CUDA is C++17.
         tc.variables["CMAKE_CUDA_STANDARD"] = "17"

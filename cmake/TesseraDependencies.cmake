@@ -26,6 +26,12 @@ if(TESSERA_TORCH_PYTHON)
   list(GET _tessera_torch_paths 0 _tessera_torch_cmake)
   list(GET _tessera_torch_paths 1 _tessera_torch_root)
   list(GET _tessera_torch_paths 2 _tessera_site_packages)
+  # By their real paths: the project's .venv is usually a link to an environment shared by the checkouts
+  # (scripts/install-deps.sh), and the compilations then name its headers the same way in every build of this source
+  # tree -- this checkout's, a clone's, the Conan package's in build/ -- so ccache hits across them.
+  foreach(_tessera_path _tessera_torch_cmake _tessera_torch_root _tessera_site_packages)
+    file(REAL_PATH "${${_tessera_path}}" ${_tessera_path})
+  endforeach()
   list(PREPEND CMAKE_PREFIX_PATH "${_tessera_torch_root}" "${_tessera_torch_cmake}")
   set(_tessera_cuda_root "${_tessera_site_packages}/nvidia/cu13")
   if(EXISTS "${_tessera_cuda_root}/bin/nvcc")
@@ -90,6 +96,8 @@ if(TESSERA_WITH_ARROW AND NOT TARGET tessera::arrow)
     list(GET _tessera_arrow 0 _tessera_arrow_include)
     list(GET _tessera_arrow 1 _tessera_arrow_libdir)
     list(GET _tessera_arrow 2 _tessera_arrow_so)
+    file(REAL_PATH "${_tessera_arrow_include}" _tessera_arrow_include)  # as the torch paths above
+    file(REAL_PATH "${_tessera_arrow_libdir}" _tessera_arrow_libdir)
     foreach(name arrow parquet)
       set(_library "${_tessera_arrow_libdir}/lib${name}.so.${_tessera_arrow_so}")
       if(NOT EXISTS "${_library}")

@@ -18,7 +18,8 @@ add_test(NAME consumer.add_subdirectory_missing_library
     echo \"$out\"; test ! -e $d/build.ninja || exit 1
     tr -d ' \\n' <<<\"$out\" | grep -q \"TESSERA_LIBRARY=$d/no/libtessera.adoesnotexist;buildtesserathere\"")
 set_tests_properties(consumer.add_subdirectory_missing_library PROPERTIES LABELS consumer TIMEOUT 120)
-# Rebuilds tessera's library inside Conan's cache (minutes); skipped without a Conan client.
+# Builds tessera's library inside Conan's cache, from its sources (with ccache, from the entries this build made:
+# tests/consumers/conan.sh); skipped without a Conan client.
 add_test(NAME consumer.conan
   COMMAND bash "${CMAKE_CURRENT_SOURCE_DIR}/consumers/conan.sh" "${PROJECT_SOURCE_DIR}"
           "${CMAKE_CURRENT_BINARY_DIR}/consumers/conan" "${TESSERA_TORCH_PYTHON}" "${CMAKE_GENERATOR}")

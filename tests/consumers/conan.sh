@@ -25,8 +25,9 @@ rm -rf "$work/test_package"
 cp -r "$source/test_package" "$work/test_package"
 # --no-remote: everything comes from the recipe, the system and TORCH_PYTHON's environment. The detected profile
 # says C++17 (the compiler's default); tessera is C++20. ccache's base_dir is the checkout (CONAN_HOME lies inside
-# it, and so does the .venv): the package's compilations are then named by paths relative to their build folder, the
-# same in every clone, and a machine that ran this before hits them.
+# it): the package's compilations name its sources relative to their build folder, which sits directly below them as
+# the checkout's build/ does (conanfile.py's layout), and the Python environment's headers by their real paths, with
+# the flags of the checkout's build (no -m64): the package compiles from the ccache entries the main build just made.
 set +e
 "$conan" create "$source" --no-remote --test-folder "$work/test_package" \
   -s compiler.cppstd=20 \
