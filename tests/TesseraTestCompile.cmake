@@ -12,12 +12,30 @@ if(TESSERA_WITH_MPI)
   endforeach()
 endif()
 
+# With GCC they start from the build's precompiled LibTorch headers (cmake/TesseraPch.cmake), given with the flags it
+# was built with (a response file: its definitions, the build type's flags): a case then parses only tessera's
+# headers, ~6 s instead of ~16 s on a 2-core machine. A failure still has to come from the case's own misuse.
+set(_compile_fail_flags ${_compile_flags})
+if(TARGET tessera_pch AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  string(TOUPPER "${CMAKE_BUILD_TYPE}" _build_type)
+  separate_arguments(_type_flags UNIX_COMMAND "${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${_build_type}}")
+  set(_pch_definitions "$<TARGET_PROPERTY:tessera_pch,COMPILE_DEFINITIONS>")
+  list(JOIN _type_flags "\n" _type_flags)
+  file(GENERATE OUTPUT "${CMAKE_CURRENT_BINARY_DIR}/compile_fail.rsp" CONTENT
+"$<$<BOOL:${_pch_definitions}>:-D$<JOIN:${_pch_definitions},\n-D>\n>${_type_flags}
+-Winvalid-pch
+-include
+${PROJECT_BINARY_DIR}/CMakeFiles/tessera_pch.dir/cmake_pch.hxx
+")
+  list(REMOVE_ITEM _compile_fail_flags -D_GLIBCXX_USE_CXX11_ABI=1)  # the libstdc++ default, as the header was built
+  list(PREPEND _compile_fail_flags "@${CMAKE_CURRENT_BINARY_DIR}/compile_fail.rsp")
+endif()
 file(GLOB _compile_fail_cases "${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/*.cpp")
 foreach(case ${_compile_fail_cases})
   get_filename_component(name "${case}" NAME_WE)
   file(STRINGS "${case}" first_line LIMIT_COUNT 1)
   string(REGEX REPLACE "^// expect: " "" expected "${first_line}")
-  add_test(NAME compile_fail.${name} COMMAND ${CMAKE_CXX_COMPILER} ${_compile_flags} "${case}")
+  add_test(NAME compile_fail.${name} COMMAND ${CMAKE_CXX_COMPILER} ${_compile_fail_flags} "${case}")
   set_tests_properties(compile_fail.${name} PROPERTIES LABELS compile WILL_FAIL FALSE
     PASS_REGULAR_EXPRESSION "${expected}")
 endforeach()
