@@ -75,7 +75,7 @@ if(TESSERA_BUILD_EXAMPLES)
      run > plain.txt; run memory_ranks=all memory_micro=all > all.txt
      grep -q 'step 0 micro 1 \\[before_fwd\\]' all.txt; grep -q 'step 0 micro 0 rank 1 \\[after_bwd\\]' all.txt
      grep -q 'step 0 micro 1 rank 0 \\[after_fwd\\]' all.txt
-     ! grep -q 'micro 1 \\[before_fwd\\]' plain.txt; ! grep -q ' rank 1 \\[' plain.txt
+     ! grep -q 'micro 1 \\[before_fwd\\]' plain.txt || exit 1; ! grep -q ' rank 1 \\[' plain.txt || exit 1
      grep -q 'step 0 micro 0 \\[after_bwd\\]' plain.txt")
   set_tests_properties(sharding.cli.memory_lines PROPERTIES
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" LABELS "sharding;cli" TIMEOUT 120)
@@ -93,6 +93,25 @@ if(TARGET seed001-llama7b-ddp AND TARGET seed001-llama7b-1gpu)
      echo \"one rank $one GiB, DDP of 4 $ddp GiB, DDP reduce_dtype=fp32 $fp32 GiB\"
      awk -v a=$one -v b=$ddp -v c=$fp32 'BEGIN { exit !(a > 0 && b <= a + 25/1024 && c > a + 25/1024 && c < a + 2) }'")
   set_tests_properties(sharding.ddp_memory_is_one_rank PROPERTIES LABELS "sharding;predict" TIMEOUT 60)
+endif()
+
+# FSDP under mixed precision reduces each unit's full gradients in the compute dtype (reduce_dtype=auto, as FSDP's
+# MixedPrecision in Lightning and FSDP2): seed 003's CodeLlama FSDP step predicts the peak of reduce_dtype=bf16, below
+# that of reduce_dtype=fp32 (the fp32 gradients' own dtype). ZeRO-2 with the optimizer in host memory streams each
+# micro-step's gradients to the host: seed 002's offload step keeps no gradients on the device in any phase.
+if(TARGET seed003-codellama7b-fsdp AND TARGET seed002-cpu-offload)
+  add_test(NAME sharding.fsdp_and_offload_memory
+    COMMAND bash -c
+    "set -e; peak() { \"$@\" --dry-run device=cuda device_memory=80GiB 2>&1 | sed -n 's/^  peak \\([0-9.]*\\) GiB.*/\\1/p' | head -1; }
+     f=$<TARGET_FILE:seed003-codellama7b-fsdp>
+     auto=$(peak $f devices=4); bf16=$(peak $f devices=4 reduce_dtype=bf16); fp32=$(peak $f devices=4 reduce_dtype=fp32)
+     echo \"FSDP bf16-mixed: auto $auto GiB, bf16 $bf16 GiB, fp32 $fp32 GiB\"
+     awk -v a=$auto -v b=$bf16 -v c=$fp32 'BEGIN { exit !(a > 0 && a == b && c > a + 0.5) }'
+     o=$($<TARGET_FILE:seed002-cpu-offload> --dry-run device=cuda device_memory=80GiB 2>&1); echo \"$o\"
+     rows=$(echo \"$o\" | grep -E '^  (before forward|after forward|after backward) ')
+     test $(echo \"$rows\" | wc -l) = 3
+     test -z \"$(echo \"$rows\" | awk '$(NF-4) != \"0.00\"')\"")
+  set_tests_properties(sharding.fsdp_and_offload_memory PROPERTIES LABELS "sharding;predict" TIMEOUT 60)
 endif()
 
 # optimizer_in_backward=true updates each unit during backward and frees its gradient: the same numbers as the

@@ -54,6 +54,15 @@ void CpuOffload::grad_ready(std::size_t unit, const at::Tensor& device_grad) {
   arrived_[unit] = true;
 }
 
+void CpuOffload::accumulate(std::size_t unit, const at::Tensor& device_grad, bool first) {
+  at::Tensor& host = grads_[unit];
+  const timeline::Scope timed(timeline::Kind::d2h, static_cast<std::int64_t>(unit), bytes_of(host));
+  if (first)
+    host.copy_(device_grad, /*non_blocking=*/true);
+  else
+    host.add_(device_grad.device() == host.device() ? device_grad : device_grad.to(host.device()));
+}
+
 void CpuOffload::sync() const {
   if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
 }

@@ -5,6 +5,7 @@ namespace tessera {
 
 c10::ScalarType reduce_dtype_of(ReduceDtype dtype) {
   switch (dtype) {
+    case ReduceDtype::auto_:
     case ReduceDtype::param: return c10::ScalarType::Undefined;
     case ReduceDtype::fp32: return c10::ScalarType::Float;
     case ReduceDtype::bf16: return c10::ScalarType::BFloat16;

@@ -17,8 +17,9 @@ MemoryProbe::MemoryProbe(const RunConfig& cfg, const Runtime& runtime, Reporter&
 
 void MemoryProbe::take(std::int64_t step, std::int64_t micro, memory::Phase phase, const memory::OwnedBytes& owned) {
   if (!due(step)) return;
+  // The CPU's allocator, and the meta device's of a dry run (host_of(meta) is meta), count the host figures too.
   auto own = memory::make_snapshot(step, micro, phase, runtime_.rank, owned, memory::allocator_stats(runtime_.device),
-                                   runtime_.device.is_cpu());
+                                   runtime_.device.is_cpu() || runtime_.device.is_meta());
   own.widened_peak = ops::take_widened_peak();
   own_.push_back(own);
   const bool print_line =

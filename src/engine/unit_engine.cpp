@@ -104,19 +104,24 @@ UnitEngine::UnitEngine(ParamStore& store, ShardPlan plan, UnitComms comms, std::
   // Gradients in the stored dtype, except under parameter offload, where the CPU store is fp32 master: then in
   // the compute dtype (what a device store would have been).
   grad_dtype_ = store_.device() != plan_.device ? plan_.compute_dtype : store_.dtype();
-  // reduce_dtype=param (Undefined): the gradients' own dtype, except 16-bit gradients on the CPU, which
-  // MpiCommunicator adds in fp32 anyway (MPI has no 16-bit float type): there the buffers are fp32 from the start,
-  // where a 16-bit one would be staged into an fp32 copy by every collective.
-  const bool lowp = grad_dtype_ == at::kBFloat16 || grad_dtype_ == at::kHalf;
-  reduce_dtype_ = plan_.reduce_dtype != c10::ScalarType::Undefined                   ? plan_.reduce_dtype
-                  : lowp && kernel_target(anchor_) == c10::DeviceType::CPU ? c10::ScalarType::Float
-                                                                            : grad_dtype_;
+  // reduce_dtype=param/auto (Undefined): the gradients' own dtype, or (auto, stages 2/3) the compute dtype, as
+  // FSDP's MixedPrecision reduces; 16-bit on the CPU is fp32, which MpiCommunicator adds in anyway (MPI has no
+  // 16-bit float type): there the buffers are fp32 from the start, where a 16-bit one would be staged into an fp32
+  // copy by every collective.
+  if (plan_.reduce_dtype != c10::ScalarType::Undefined) {
+    reduce_dtype_ = plan_.reduce_dtype;
+  } else {
+    reduce_dtype_ = plan_.reduce_in_compute && plan_.stage >= 2 ? plan_.compute_dtype : grad_dtype_;
+    const bool lowp = reduce_dtype_ == at::kBFloat16 || reduce_dtype_ == at::kHalf;
+    if (lowp && kernel_target(anchor_) == c10::DeviceType::CPU) reduce_dtype_ = c10::ScalarType::Float;
+  }
   uses_left_ = uses_;
   states_.resize(calls_.size());
   full_grads_.resize(units);
   grad_slices_.resize(units);
   written_.assign(units, false);
   released_.assign(units, false);
+  sunk_.assign(units, false);
 
   // Mixed precision below stage 3 (the store holds the fp32 masters on the device): each unit's compute copy is
   // cast into a buffer of its own when a call needs it and freed when no call holds it, after the unit's forward
@@ -475,6 +480,11 @@ void UnitEngine::flush_root() {
 // Stages 2/3: the step's gradient shard is the first micro-step's reduced shard itself (no zero-fill, no
 // copy when the dtypes agree), later micro-steps add to it.
 void UnitEngine::add_to_shard(std::size_t u, at::Tensor reduced) {
+  if (sink_) {
+    sink_(u, reduced, !sunk_[u]);
+    sunk_[u] = true;
+    return;
+  }
   if (grad_slices_[u].defined())
     grad_slices_[u].add_(reduced);
   else
@@ -520,9 +530,11 @@ void UnitEngine::finish_gradients() {
   flush_root();
   drain_scatters(0);
   // A trainable unit the loss did not reach this step: a zero gradient, as torch gives a parameter it reached.
-  for (std::size_t u = 0; u < store_.num_units(); ++u)
-    if (trainable_[u] && !grad_slices_[u].defined() && !released_[u])
-      grad_slices_[u] = at::zeros({store_.shard_numel(u)}, at::TensorOptions().dtype(grad_dtype_).device(plan_.device));
+  for (std::size_t u = 0; u < store_.num_units(); ++u) {
+    if (!trainable_[u] || released_[u] || (sink_ ? sunk_[u] : grad_slices_[u].defined())) continue;
+    add_to_shard(u, at::zeros({store_.shard_numel(u)}, at::TensorOptions().dtype(grad_dtype_).device(plan_.device)));
+    if (comms_.replica.size() == 1) grad_ready(u);
+  }
   if (comms_.replica.size() > 1) {
     std::vector<at::Tensor> shards;
     for (std::size_t u = 0; u < store_.num_units(); ++u)
@@ -539,7 +551,15 @@ void UnitEngine::release_grads() {
   for (auto& g : grad_slices_) g = at::Tensor();
   written_.assign(written_.size(), false);
   released_.assign(released_.size(), false);
+  sunk_.assign(sunk_.size(), false);
   has_grads_ = false;
+}
+
+void UnitEngine::stream_grads(GradSink sink) {
+  if (!can_stream_grads())
+    throw Error("UnitEngine: gradients stream only under stages 2/3 without replica groups (stage " +
+                std::to_string(plan_.stage) + ", " + std::to_string(comms_.replica.size()) + " replica group(s))");
+  sink_ = std::move(sink);
 }
 
 void UnitEngine::release_grad(std::size_t u) {

@@ -71,7 +71,7 @@ TEST_CASE("RunConfig defaults are valid and match the documented ones", "[config
   CHECK(cfg.log_every == 1);
   CHECK(cfg.memory_every == 50);
   CHECK(cfg.lr_scaling == LrScaling::none);
-  CHECK(cfg.reduce_dtype == ReduceDtype::param);
+  CHECK(cfg.reduce_dtype == ReduceDtype::auto_);
   CHECK(cfg.wrap_blocks == "all");
   CHECK(cfg.checkpoint_blocks == "all");
 }
@@ -81,14 +81,15 @@ TEST_CASE("enum keys are parsed once, their legal values named in the error", "[
   CHECK(parse({"reduce_dtype=bf16"}).reduce_dtype == ReduceDtype::bf16);
   CHECK(parse({"reduce_dtype=fp16"}).reduce_dtype == ReduceDtype::fp16);
   CHECK(parse({"reduce_dtype=fp32"}).reduce_dtype == ReduceDtype::fp32);
+  CHECK(parse({"reduce_dtype=param"}).reduce_dtype == ReduceDtype::param);
   CHECK_THROWS_WITH(parse({"lr_scaling=sqrt"}), "lr_scaling=sqrt: must be one of none, linear");
-  CHECK_THROWS_WITH(parse({"reduce_dtype=fp8"}), "reduce_dtype=fp8: must be one of param, fp32, bf16, fp16");
+  CHECK_THROWS_WITH(parse({"reduce_dtype=fp8"}), "reduce_dtype=fp8: must be one of auto, param, fp32, bf16, fp16");
   CHECK_THROWS_WITH(parse({"lr_scaling=Linear"}), Catch::StartsWith("lr_scaling=Linear: must be one of"));
   // Formatting gives back what parses: the table and --help show the names.
   RunConfig cfg;
   cfg.lr_scaling = LrScaling::linear;
   CHECK(format_field_value(cfg, field_index<RunConfig>("lr_scaling")) == "linear");
-  CHECK(format_field_value(cfg, field_index<RunConfig>("reduce_dtype")) == "param");
+  CHECK(format_field_value(cfg, field_index<RunConfig>("reduce_dtype")) == "auto");
   cfg.reduce_dtype = ReduceDtype::fp32;
   CHECK(format_field_value(cfg, field_index<RunConfig>("reduce_dtype")) == "fp32");
 }

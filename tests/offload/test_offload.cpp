@@ -50,6 +50,7 @@ TEST_CASE("OffloadOptimizer with ShardGradOp equals no offload (fp32)", "[offloa
 
 TEST_CASE("OffloadOptimizer with FullShard equals no offload (fp32, with checkpointing)", "[offload][fsdp]") {
   check_offload_parity<Experiment<models::Llama, FullShard, OffloadOptimizer>>(parity_run(), 1e-6);
+  check_offload_parity<Experiment<models::Llama, FullShard, OffloadOptimizer>>(parity_run(2, 2), 1e-6);
   check_offload_parity<Experiment<models::Llama, FullShard, OffloadOptimizer, CheckpointEveryBlock>>(parity_run(), 1e-6);
 }
 
@@ -103,6 +104,39 @@ TEST_CASE("OffloadOptimizer memory: no optimizer state on the device, AdamW's 8 
   INFO(line);
   CHECK(line.find("Optim device 0.00 GiB | Optim CPU ") != std::string::npos);  // the seeds' Optim GPU / Optim CPU
   CHECK(line.find("Grads device ") != std::string::npos);
+}
+
+TEST_CASE("OffloadOptimizer under ZeRO-2/3 streams gradients: none kept on the device across micro-steps",
+          "[offload][memory]") {
+  // Every micro-step's reduced shard is added into the host buffer and freed (DeepSpeed's ZeRO-2/3 offload), so
+  // no phase holds a gradient on the device, while the host buffer holds this rank's shard.
+  const auto check = [](auto& t) {
+    t.train_step(0);
+    t.train_step(1);
+    std::int64_t slice_elems = 0;
+    for (std::size_t u = 0; u < t.params().num_units(); ++u) slice_elems += t.params().shard_numel(u);
+    REQUIRE_FALSE(t.snapshots().empty());
+    for (const auto& s : t.snapshots()) {
+      INFO("step " << s.step << " " << memory::phase_label(s.phase));
+      CHECK(s.owned.grads == 0);
+      CHECK(s.owned.grads_cpu == 4 * slice_elems);
+    }
+  };
+  RunConfig cfg = parity_run(2, 2);
+  cfg.memory_micro = MemoryMicro::all;  // the phases of the first micro-step too, where a kept shard would show
+  Trainer<Experiment<models::Llama, ShardGradOp, OffloadOptimizer>> zero2(cfg, quiet());
+  check(zero2);
+  Trainer<Experiment<models::Llama, FullShard, OffloadOptimizer>> zero3(cfg, quiet());
+  check(zero3);
+  // HybridShard across groups averages the shards after backward: it keeps them on the device (not streamed).
+  if (world_size() > 1) {
+    cfg.shard_group_size = 1;
+    Trainer<Experiment<models::Llama, HybridShard, OffloadOptimizer>> hybrid(cfg, quiet());
+    hybrid.train_step(0);
+    bool kept = false;
+    for (const auto& s : hybrid.snapshots()) kept = kept || s.owned.grads > 0;
+    CHECK(kept);
+  }
 }
 
 TEST_CASE("OffloadParams memory: no parameters or optimizer state on the device", "[offload][fsdp][memory]") {

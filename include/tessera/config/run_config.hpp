@@ -39,11 +39,14 @@ struct config_enum<MemoryMicro> {
 };
 
 // reduce_dtype: the dtype gradients are averaged across ranks in; param = the gradients' own dtype (the parameter
-// dtype, as torch DDP and FSDP2 reduce), with no copy.
-enum class ReduceDtype { param, fp32, bf16, fp16 };
+// dtype, as torch DDP reduces), with no copy; auto = param, except under ShardGradOp/FullShard/HybridShard with a
+// compute dtype other than the parameters' (Bf16Mixed, Fp16Mixed): the compute dtype, as FSDP's MixedPrecision does
+// (Lightning's and accelerate's bf16-mixed, FSDP2's default reduce_dtype).
+enum class ReduceDtype { auto_, param, fp32, bf16, fp16 };
 template <>
 struct config_enum<ReduceDtype> {
-  static constexpr std::array<std::pair<ReduceDtype, std::string_view>, 4> values{{{ReduceDtype::param, "param"},
+  static constexpr std::array<std::pair<ReduceDtype, std::string_view>, 5> values{{{ReduceDtype::auto_, "auto"},
+                                                                                    {ReduceDtype::param, "param"},
                                                                                     {ReduceDtype::fp32, "fp32"},
                                                                                     {ReduceDtype::bf16, "bf16"},
                                                                                     {ReduceDtype::fp16, "fp16"}}};
@@ -130,7 +133,7 @@ struct RunConfig {
   double collective_timeout_s = 600.0;
   double bucket_cap_mb = 25.0;
   std::int64_t shard_group_size = 0;
-  ReduceDtype reduce_dtype = ReduceDtype::param;
+  ReduceDtype reduce_dtype = ReduceDtype::auto_;
   std::string wrap_blocks = "all";
   std::int64_t lora_r = 16;
   double lora_alpha = 32.0;
@@ -251,8 +254,10 @@ struct config_fields<RunConfig> {
       {"bucket_cap_mb", "Ddp/Zero1: MiB of gradients per all-reduce bucket, > 0"},
       {"shard_group_size",
        "HybridShard: ranks per shard group, dividing the number of ranks; 0 = the ranks of one node"},
-      {"reduce_dtype", "dtype gradients are averaged across ranks in: param (theirs: the parameter dtype, as torch "
-                       "DDP and FSDP2; no copy), fp32, bf16 or fp16 (a copy of each gradient bucket or unit)"},
+      {"reduce_dtype", "dtype gradients are averaged across ranks in: auto (param, but the compute dtype under "
+                       "ShardGradOp/FullShard/HybridShard with mixed precision, as FSDP's MixedPrecision), param "
+                       "(theirs: the parameter dtype, as torch DDP; no copy), fp32, bf16 or fp16 (a copy of each "
+                       "gradient bucket or unit)"},
       {"wrap_blocks",
        "ShardGradOp/FullShard/HybridShard: the FSDP units, as Lightning's auto_wrap_policy: comma-separated block "
        "types (e.g. LlamaDecoderLayer) or module names (by suffix, e.g. embed_tokens) that each become a unit; "

@@ -3,7 +3,9 @@
 //   master   fp32 copy of what this rank updates (the unit, or its shard), in host memory (pinned when the
 //            device is a GPU, so copies to and from it run asynchronously); under OffloadParams the store's
 //            own CPU shard is the master and nothing is copied
-//   grad     a host buffer that the unit's gradient is copied into as soon as backward has made it final
+//   grad     a host buffer that the unit's gradient is copied into as soon as backward has made it final, or
+//            (streamed: ShardGradOp/FullShard, UnitEngine::stream_grads) that every micro-step's reduced gradient
+//            is added into, so that the device keeps no gradient shard across micro-steps
 //   staging  (OffloadOptimizer) the updated master in the device's dtype, copied back to the device
 // The optimizer steps on master with grad on the CPU; push() returns the result to the device.
 #include <ATen/core/Tensor.h>
@@ -24,6 +26,11 @@ class CpuOffload {
 
   // Starts copying the unit's final gradient to its host buffer (asynchronous from a GPU).
   void grad_ready(std::size_t unit, const at::Tensor& device_grad);
+  // Streamed: one micro-step's reduced gradient of the unit into its host buffer, copied when `first` (asynchronous
+  // from a GPU), else added (after a blocking copy to the host, which also waits for the earlier one); then
+  // grad_final() says the buffer holds the step's sum.
+  void accumulate(std::size_t unit, const at::Tensor& device_grad, bool first);
+  void grad_final(std::size_t unit) { arrived_[unit] = true; }
   // Waits until every started gradient copy has landed; throws if a unit's gradient never arrived.
   void wait_grads();
   // The copy-back target for the optimizer's fused output, or nullptr (no copy-back needed).

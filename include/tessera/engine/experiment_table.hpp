@@ -50,20 +50,20 @@ std::string Trainer<Exp>::describe() const {
   if constexpr (stage >= 1) sharding += ", shard group of " + std::to_string(group_size_) + " rank(s)";
   if (runtime_.world_size > 1) {  // a job of one rank reduces nothing
     const std::string reduced = torch_dtype_name(engine_.reduce_dtype());
+    // Why the reduction dtype differs from the gradients': the key, FSDP's MixedPrecision (auto), or MPI's fp32.
+    const bool chosen = cfg_.reduce_dtype != ReduceDtype::param && cfg_.reduce_dtype != ReduceDtype::auto_;
+    const std::string why = chosen                                                ? " (reduce_dtype)"
+                            : engine_.reduce_dtype() == engine_.plan().compute_dtype ? " (auto: the compute dtype, as FSDP's MixedPrecision)"
+                                                                                   : " (MpiCommunicator adds 16-bit values in fp32)";
     if (engine_.reduce_dtype() == engine_.grad_dtype())
       sharding += ", gradients reduced in " + reduced + " (their own dtype, no copy)";
     else if constexpr (stage <= 1) {
       char mib[32];
       std::snprintf(mib, sizeof mib, "%.1f MiB", static_cast<double>(engine_.reduce_copy_bytes()) / (1 << 20));
-      sharding += ", gradients reduced in " + reduced +
-                  (cfg_.reduce_dtype == ReduceDtype::param ? " (MpiCommunicator adds 16-bit values in fp32)"
-                                                           : " (reduce_dtype)") +
-                  ": a copy of each bucket while it is reduced, up to " + mib + " at once";
+      sharding += ", gradients reduced in " + reduced + why + ": a copy of each bucket while it is reduced, up to " +
+                  mib + " at once";
     } else
-      sharding += ", gradients reduced in " + reduced +
-                  (cfg_.reduce_dtype == ReduceDtype::param ? " (MpiCommunicator adds 16-bit values in fp32)"
-                                                           : " (reduce_dtype)") +
-                  ": each unit's full gradients in it";
+      sharding += ", gradients reduced in " + reduced + why + ": each unit's full gradients in it";
   }
   if constexpr (stage >= 2) {
     const std::size_t root = engine_.root_units().size();

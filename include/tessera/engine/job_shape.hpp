@@ -15,7 +15,7 @@
 
 namespace tessera {
 
-// reduce_dtype as a torch dtype; param as Undefined (ShardPlan::reduce_dtype: the gradients' own dtype).
+// reduce_dtype as a torch dtype; param and auto as Undefined (ShardPlan::reduce_dtype: the engine chooses).
 c10::ScalarType reduce_dtype_of(ReduceDtype dtype);
 
 // Ranks per shard group for a policy in a job, or ConfigError saying why the job does not suit it.
@@ -57,6 +57,7 @@ ShardPlan shard_plan(const RunConfig& cfg, c10::Device device) {
   p.bucket_bytes = static_cast<std::int64_t>(cfg.bucket_cap_mb * 1024.0 * 1024.0);
   p.compute_dtype = Precision::compute_dtype;
   p.reduce_dtype = reduce_dtype_of(cfg.reduce_dtype);
+  p.reduce_in_compute = cfg.reduce_dtype == ReduceDtype::auto_;
   return p;
 }
 

@@ -53,7 +53,13 @@ class OptimizerStep {
       std::vector<at::Tensor> slices;
       for (std::size_t u : trainable_units()) slices.push_back(engine_.update_slice(u));
       offload_.emplace(slices, Offload::offloads_parameters, engine_.grad_dtype(), engine_.plan().device);
-      engine_.on_grad_ready([this](std::size_t u) { offload_->grad_ready(slot_[u], engine_.grad_slice(u)); });
+      if (engine_.can_stream_grads()) {  // ZeRO-2/3: each micro-step's shard into the host sum, none kept on the device
+        engine_.stream_grads(
+            [this](std::size_t u, const at::Tensor& g, bool first) { offload_->accumulate(slot_[u], g, first); });
+        engine_.on_grad_ready([this](std::size_t u) { offload_->grad_final(slot_[u]); });
+      } else {
+        engine_.on_grad_ready([this](std::size_t u) { offload_->grad_ready(slot_[u], engine_.grad_slice(u)); });
+      }
     }
   }
   OptimizerStep(const OptimizerStep&) = delete;

@@ -22,7 +22,8 @@
 //                          (averaged) as soon as all its units are complete; gradients are views of buckets;
 //               stage 2/3 (ShardGradOp, FullShard, HybridShard): on every micro-step the full gradients are
 //                          reduce-scattered (averaged) over the shard group, added to the rank's gradient shard
-//                          and freed; HybridShard then averages the shards across groups on the last micro-step.
+//                          (or, streamed, handed to the sink: CPU offload) and freed; HybridShard then averages
+//                          the shards across groups on the last micro-step.
 // The optimizer then updates update_slice(u) with grad_slice(u): the whole unit (stage 0) or this rank's
 // shard (stages 1-3); sync_params() all-gathers the updated shards for stages 1 and 2. A grad-ready callback
 // (CPU offload) hears of each unit as soon as its grad_slice is final, while backward still runs.
@@ -56,10 +57,14 @@ struct ShardPlan {
   int stage = 0;                                 // sharding_stage<Policy>: 0 .. 3
   std::int64_t bucket_bytes = 25ll << 20;        // stages 0/1: gradient bucket size
   c10::ScalarType compute_dtype = c10::ScalarType::Float;
-  // The dtype gradients are communicated in; Undefined: their own (the store's dtype, as torch DDP and FSDP2), with
-  // no copy, except 16-bit gradients on the CPU: fp32, which MpiCommunicator adds them in anyway. Another dtype than
-  // the gradients' costs a copy of each bucket (at most two in flight) or holds each unit's full gradients in it.
+  // The dtype gradients are communicated in; Undefined: their own (the store's dtype, as torch DDP), with no copy,
+  // or with reduce_in_compute under stages 2/3 the compute dtype (FSDP's MixedPrecision: the unit's full gradients
+  // in bf16 under Bf16Mixed, added into the fp32 shard); either way 16-bit on the CPU becomes fp32, which
+  // MpiCommunicator adds them in anyway. Another dtype than the gradients' costs a copy of each bucket (at most two
+  // in flight) or holds each unit's full gradients in it.
   c10::ScalarType reduce_dtype = c10::ScalarType::Undefined;
+  bool reduce_in_compute = false;
+
   bool prefetch = true;                          // stage 3: start the next call's all-gather early
   c10::Device device = c10::Device(c10::DeviceType::CPU);  // where the computation runs
 };
@@ -114,6 +119,14 @@ class UnitEngine final : public models::CallRunner {
   // (during backward where the policy allows it, else in finish_gradients).
   using GradReady = std::function<void(std::size_t unit)>;
   void on_grad_ready(GradReady fn) { grad_ready_ = std::move(fn); }
+  // Stages 2/3 when no replica groups average the shards after backward (can_stream_grads): every micro-step's
+  // reduced gradient of a unit (this rank's shard of it) goes to `sink` and is freed, instead of being added into a
+  // gradient shard kept on plan.device for the whole step; `first`: the step's first for the unit (the sink copies
+  // it; later ones it adds). grad_slice() then stays undefined and the sink's owner holds the step's sum: CPU
+  // offload's host buffers, as DeepSpeed's ZeRO-2/3 offload accumulates its gradient partitions in host memory.
+  using GradSink = std::function<void(std::size_t unit, const at::Tensor& reduced, bool first)>;
+  bool can_stream_grads() const { return plan_.stage >= 2 && comms_.replica.size() == 1; }
+  void stream_grads(GradSink sink);
 
   // What the optimizer updates and with which gradients (see the header comment).
   at::Tensor update_slice(std::size_t unit) const;
@@ -189,6 +202,8 @@ class UnitEngine final : public models::CallRunner {
   std::vector<UnitCall> calls_;
   CallFn fn_;
   GradReady grad_ready_;
+  GradSink sink_;          // stream_grads: where each micro-step's reduced gradients go
+  std::vector<bool> sunk_;  // per unit: the sink has had this step's first gradient
   at::Tensor anchor_;  // a leaf every node takes as input, so that each call's output requires grad
 
   std::vector<Gathered> gathered_;
