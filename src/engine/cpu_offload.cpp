@@ -60,7 +60,7 @@ void CpuOffload::accumulate(std::size_t unit, const at::Tensor& device_grad, boo
   if (first)
     host.copy_(device_grad, /*non_blocking=*/true);
   else
-    host.add_(device_grad.device() == host.device() ? device_grad : device_grad.to(host.device()));
+    host.add_(device_grad.to(host.device()));  // no copy when it is already there (the CPU, a dry run's meta)
 }
 
 void CpuOffload::sync() const {
