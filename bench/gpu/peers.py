@@ -7,6 +7,9 @@ usage: peers.py SIDE --config CONFIG.json --batch B --seq-len T [--steps S] [--w
         lightning  the same module under a lightning.pytorch Trainer, precision="bf16-true", devices=1
         fsdp2      the same model with torch.distributed.fsdp.fully_shard on each decoder layer and the root, at world
                    size 1 (NCCL on CUDA, gloo on the CPU), bf16 parameters, fused AdamW
+        compiled   the eager loop with its loss (the model's forward and the cross-entropy) under torch.compile
+                   (--compile-mode, default "default"; fullgraph); the warm-up steps hold the compilation, whose time
+                   is reported apart as "warmup_s"
   CONFIG  a Hugging Face Llama config.json (run.sh writes the one of tessera's preset with tessera's writer)
 
 Every side trains on random tokens (torch.manual_seed(0)), reads the loss every step (as a progress bar does, which
@@ -65,22 +68,26 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def train_step(model, x, optimizer):
+def train_step(model, x, optimizer, loss_fn=None):
     """One step as an eager loop writes it; returns the loss, read (which synchronizes the device)."""
-    loss = loss_of(model, x)
+    loss = loss_fn(x) if loss_fn is not None else loss_of(model, x)
     loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return loss.item()
 
 
-def plain_loop(model, cfg, args, device, optimizer):
-    losses, data, t0 = [], batches(cfg, args, device), None
+def plain_loop(model, cfg, args, device, optimizer, loss_fn=None):
+    """The warm-up and timed steps; args.warmup_s gets the warm-up steps' wall time."""
+    losses, data = [], batches(cfg, args, device)
+    sync(device)
+    t0 = time.perf_counter()
     for step in range(args.warmup + args.steps):
         if step == args.warmup:
             sync(device)
+            args.warmup_s = time.perf_counter() - t0
             t0 = time.perf_counter()
-        losses.append(train_step(model, next(data), optimizer))
+        losses.append(train_step(model, next(data), optimizer, loss_fn))
     sync(device)
     return losses, time.perf_counter() - t0
 
@@ -92,6 +99,13 @@ def run_eager(args, device):
     if args.profile:
         profile(model, cfg, args, device, opt)
     return cfg, result
+
+
+def run_compiled(args, device):
+    cfg, model = build_model(args, device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=device.startswith("cuda"))
+    loss_fn = torch.compile(lambda x: loss_of(model, x), mode=args.compile_mode, fullgraph=True)
+    return cfg, plain_loop(model, cfg, args, device, opt, loss_fn)
 
 
 def profile(model, cfg, args, device, optimizer, steps=2):
@@ -197,13 +211,14 @@ def run_lightning(args, device):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("side", choices=["eager", "lightning", "fsdp2"])
+    p.add_argument("side", choices=["eager", "lightning", "fsdp2", "compiled"])
     p.add_argument("--config", required=True)
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--seq-len", type=int, required=True)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--device", default="cuda")
+    p.add_argument("--compile-mode", default="default", help="compiled: torch.compile's mode")
     p.add_argument("--profile", help="eager only: write a torch.profiler summary of 2 more steps to this file")
     args = p.parse_args()
     from transformers import LlamaConfig
@@ -211,10 +226,14 @@ def main():
               "flops_per_token": flops_per_token(LlamaConfig.from_json_file(args.config), args.seq_len),
               "oom": False}
     try:
-        _, (losses, seconds) = {"eager": run_eager, "lightning": run_lightning, "fsdp2": run_fsdp2}[args.side](
+        _, (losses, seconds) = {"eager": run_eager, "lightning": run_lightning, "fsdp2": run_fsdp2,
+                             "compiled": run_compiled}[args.side](
             args, args.device)
         result.update(step_ms=1000.0 * seconds / args.steps,
-                      tokens_per_s=args.steps * args.batch * args.seq_len / seconds, loss=losses)
+                      tokens_per_s=args.steps * args.batch * args.seq_len / seconds, loss=losses,
+                      warmup_s=getattr(args, "warmup_s", None))
+        if args.side == "compiled":
+            result["compile_mode"] = args.compile_mode
     except torch.OutOfMemoryError as e:
         result.update(oom=True, error=str(e).splitlines()[0])
     if args.device.startswith("cuda"):

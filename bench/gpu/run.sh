@@ -11,10 +11,15 @@
 #
 # Steps, each under its own timeout, skipped once TESSERA_GPU_BUDGET_S (default 450) seconds have passed:
 #   1. smoke: the tiny Llama, fp32, device=cuda
+#   seed002: seed 002's catalogue steps at full size (TESSERA_GPU_SEED002, binaries; random weights in the published
+#      shapes, synthetic images and captions, TESSERA_GPU_SEED002_STEPS optimizer steps, default 3): tessera's binary
+#      (measured peak, predicted peak, step time) beside bench/gpu/lab_blip2.py, the lab's Lightning script on the
+#      same step's settings
 #   2. the measured bf16 GEMM rate (8192^3, median of 20) for MFU
 #   3. performance: llama-1b (TinyLlama's shape), bf16, seq 2048, AdamW, at each batch of TESSERA_GPU_BATCHES
 #      (default "16 24" on a GPU of 100 GB or more, else "8"): tessera (llama-bf16true, predicted against measured
-#      peak), then bench/gpu/peers.py eager, lightning, fsdp2 (same batch, steps and warm-up); then torch.profiler
+#      peak), then bench/gpu/peers.py eager, compiled, lightning, fsdp2 (same batch, steps and warm-up; the sides are
+#      TESSERA_GPU_PEERS); then torch.profiler
 #      over two eager steps (profile_eager.txt)
 #   4. correctness: bench/gpu/cases.sh cuda (every precision, checkpointing, Adam8bit, offload, LoRA/QLoRA, the
 #      sharding policies at 2 and 4 ranks through the MPI communicator, OPT, T5, ViT, BLIP-2) against the CPU losses
@@ -23,12 +28,12 @@
 #   5. seed 001's open-llama-7b, bf16-true, batch 4, seq 512, 3 steps, on one GPU (predicted against measured)
 #   6. nsys profile of 5 tessera llama-1b steps, the top kernels (only when nsys is installed)
 #
-# TESSERA_GPU_SECTIONS picks sections (default all: "smoke gemm perf profile cases nccl seed001 nsys"), e.g. a short
+# TESSERA_GPU_SECTIONS picks sections (default all: "smoke seed002 gemm perf profile cases nccl seed001 nsys"), e.g. a short
 # call after a change: TESSERA_GPU_SECTIONS="perf cases" TESSERA_GPU_BATCHES=16 TESSERA_GPU_PEERS=eager
 # TESSERA_GPU_CASES='^llama-' (an extended regular expression over case names).
 set -uo pipefail
 out=${1:-${OUT:?usage: run.sh OUT}}
-sections=" ${TESSERA_GPU_SECTIONS:-smoke gemm perf profile cases nccl seed001 nsys} "
+sections=" ${TESSERA_GPU_SECTIONS:-smoke seed002 gemm perf profile cases nccl seed001 nsys} "
 want() { [[ "$sections" == *" $1 "* ]]; }
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -72,6 +77,7 @@ source "$root/scripts/offline-activate.sh" "$root/.bundle/debs" /tmp/tessera-off
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 bin=/tmp/tessera-bin
 rm -rf "$bin" && mkdir -p "$bin" && tar xJf "$root/.bundle/bin.tar.xz" -C "$bin"
+export LD_LIBRARY_PATH="$bin/lib:$LD_LIBRARY_PATH"  # Arrow C++ and Parquet (bundle.sh)
 missing=$(ldd "$bin/examples/llama-fp32" "$bin/tests/tessera_tests" 2>&1 | grep 'not found' | sort -u)
 if [ -n "$missing" ] || ! "$bin/examples/llama-fp32" --help >/dev/null 2>&1; then
   echo "carried binaries do not load here:"; echo "$missing"
@@ -84,6 +90,22 @@ if [ -n "$missing" ] || ! "$bin/examples/llama-fp32" --help >/dev/null 2>&1; the
   bin=/tmp/tessera-build
 fi
 gib() { python3 -c "print(f'{$1 / 2**30:.2f}')"; }
+
+if want seed002; then
+section "seed 002 at full size: tessera against the lab's Lightning script"
+seed_steps=${TESSERA_GPU_SEED002_STEPS:-3}
+rows=${TESSERA_GPU_SEED002:-seed002-bf16-true seed002-sgd seed002-larger-model seed002-bf16-mixed seed002-lora}
+for b in $rows; do
+  step "$b" 150 "$bin/catalogue/$b" max_steps="$seed_steps" device=cuda metrics="$runs/$b.jsonl" \
+    >"$runs/$b.log" 2>&1 || tail -6 "$runs/$b.log"
+  grep -E '^(step [0-9]+/|\[done\]|\[predict\])' "$runs/$b.log" | tail -5
+  step "lab-$b" 180 python3 "$root/bench/gpu/lab_blip2.py" "$b" --build "$bin" --steps "$seed_steps" \
+    >"$runs/lab-$b.out" 2>&1 || tail -6 "$runs/lab-$b.out"
+  grep '^{' "$runs/lab-$b.out" | tail -1 | tee "$runs/lab-$b.json" | cut -c1-400
+done
+# shellcheck disable=SC2086
+python3 "$root/bench/gpu/summary.py" seed002 "$runs" $rows | tee -a "$summary"
+fi
 
 if want smoke; then
 section "1. smoke"
@@ -115,8 +137,8 @@ for batch in $batches; do
   step "tessera-1b-b$batch" 120 "$bin/examples/llama-bf16true" model=llama-1b seq_len=2048 batch_size="$batch" \
     max_steps=$((steps + warmup)) lr=1e-4 device=cuda metrics="$runs/tessera-1b-b$batch.jsonl" >"$runs/tessera-1b-b$batch.log" 2>&1
   grep -v '^  [a-z_]* *|' "$runs/tessera-1b-b$batch.log" | grep -v '^  step [0-9]* micro' | tail -8
-  for side in ${TESSERA_GPU_PEERS:-eager lightning fsdp2}; do
-    step "$side-1b-b$batch" 120 python3 "$root/bench/gpu/peers.py" "$side" --config "$root/bench/gpu/llama-1b.config.json" \
+  for side in ${TESSERA_GPU_PEERS:-eager compiled lightning fsdp2}; do
+    step "$side-1b-b$batch" 240 python3 "$root/bench/gpu/peers.py" "$side" --config "$root/bench/gpu/llama-1b.config.json" \
       --batch "$batch" --seq-len 2048 --steps "$steps" --warmup "$warmup" >"$runs/$side-1b-b$batch.out" 2>&1 ||
       tail -8 "$runs/$side-1b-b$batch.out"
     grep '^{' "$runs/$side-1b-b$batch.out" | tail -1 | tee "$runs/$side-1b-b$batch.json" | cut -c1-300

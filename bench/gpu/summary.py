@@ -9,6 +9,11 @@ usage: summary.py perf RUNS WARMUP BATCH...
                                      (H100/H200 SXM bf16 dense spec), peak memory (the caching allocator's peak)
        summary.py run FILE TITLE     one tessera metrics file: its memory per phase, step times, predicted and
                                      measured peak
+       summary.py seed002 RUNS BINARY...
+                                     per catalogue step, tessera (RUNS/BINARY.jsonl) beside the lab's Lightning
+                                     script (RUNS/lab-BINARY.json, bench/gpu/lab_blip2.py): measured peak (the caching
+                                     allocator's), tessera's prediction, ms per optimizer step over the steps after the
+                                     first, the losses
 """
 import json
 import os
@@ -50,7 +55,7 @@ def perf(runs, warmup, batch):
     rate = gemm[-1]["bf16_gemm_tflops"] * 1e12 if gemm else None
     device = gemm[-1]["device"] if gemm else "?"
     sides = [tessera_side(os.path.join(runs, f"tessera-1b-b{batch}.jsonl"), warmup)]
-    for name in ("eager", "lightning", "fsdp2"):
+    for name in ("eager", "compiled", "lightning", "fsdp2"):
         r = records(os.path.join(runs, f"{name}-1b-b{batch}.json"))
         sides.append(r[-1] if r and "side" in r[-1] else {"side": name, "batch": batch, "missing": True})
     eager = next((s for s in sides if s and s.get("side") == "eager" and "tokens_per_s" in s), None)
@@ -75,6 +80,8 @@ def perf(runs, warmup, batch):
         ratio = f"{s['tokens_per_s'] / eager['tokens_per_s']:.3f}x" if eager else ""
         pratio = f"{s['peak_bytes'] / eager['peak_bytes']:.3f}" if eager and eager.get("peak_bytes") else ""
         note = ""
+        if s.get("side") == "compiled" and s.get("warmup_s") is not None:
+            note = f"mode {s.get('compile_mode', 'default')}; warm-up steps (compilation) {s['warmup_s']:.1f} s"
         if s.get("predicted_peak"):
             note = f"predicted peak {s['predicted_peak'] / GIB:.2f} GiB ({(s['predicted_peak'] / s['peak_bytes'] - 1) * 100:+.1f}%)"
         mfu_m = f"{achieved / rate * 100:.1f}%" if rate else ""
@@ -117,7 +124,50 @@ def run(path, title):
     print()
 
 
+def seed002(runs, binaries):
+    print("## Seed 002 at full size: tessera against the lab's Lightning script (bench/gpu/lab_blip2.py)")
+    print()
+    print("Random weights in the published shapes, synthetic images and captions; ms/step: the mean over the optimizer "
+          "steps after the first.")
+    print()
+    print("| step | model | batch x accum | precision, optimizer | tessera peak GiB | predicted | lab peak GiB | "
+          "tessera / lab | tessera ms/step | lab ms/step | lab / tessera time | losses tessera; lab |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for b in binaries:
+        recs = records(os.path.join(runs, f"{b}.jsonl"))
+        done = next((r for r in recs if r.get("event") == "done"), None)
+        steps = [r for r in recs if r.get("event") == "step"]
+        lab = records(os.path.join(runs, f"lab-{b}.json"))
+        lab = lab[-1] if lab else {}
+
+        def mean_after_first(ms):
+            ms = ms[1:] if len(ms) > 1 else ms
+            return sum(ms) / len(ms) if ms else None
+        t_ms = mean_after_first([r["step_ms"] for r in steps])
+        l_ms = mean_after_first(lab.get("step_ms", []))
+        t_peak = done["peak"] / GIB if done else None
+        pred = done.get("predicted_peak") if done else None
+        l_peak = lab.get("peak_bytes", 0) / GIB if lab.get("step_ms") else None
+        f = lambda x, fmt="{:.2f}": fmt.format(x) if x is not None else ("OOM" if lab.get("oom") else "-")
+        ratio = f"{t_peak / l_peak:.3f}" if t_peak and l_peak else ""
+        speed = f"{l_ms / t_ms:.2f}x" if t_ms and l_ms else ""
+        pred_s = f"{pred / GIB:.2f} ({(pred / done['peak'] - 1) * 100:+.1f}%)" if pred and done else ""
+        losses = (", ".join(f"{r['loss']:.3f}" for r in steps) + "; " +
+                  ", ".join(f"{x:.3f}" for x in lab.get("loss", [])))
+        settings = (f"{lab.get('batch', '')} x {lab.get('accum', '')}", f"{lab.get('precision', '')}, {lab.get('optim', '')}"
+                    + (", LoRA" if lab.get("lora") else "") + (", ckpt" if lab.get("ckpt") else ""))
+        print(f"| {b} | {lab.get('model', '')} | {settings[0]} | {settings[1]} | "
+              f"{f(t_peak) if done else 'no result'} | {pred_s} | {f(l_peak)} | {ratio} | "
+              f"{f(t_ms, '{:.0f}') if done else ''} | {f(l_ms, '{:.0f}')} | {speed} | {losses} |")
+    print()
+    for b in binaries:
+        run(os.path.join(runs, f"{b}.jsonl"), f"tessera {b}: memory by phase")
+
+
 def main():
+    if sys.argv[1] == "seed002":
+        seed002(sys.argv[2], sys.argv[3:])
+        return 0
     if sys.argv[1] == "perf":
         for batch in sys.argv[4:]:
             perf(sys.argv[2], int(sys.argv[3]), batch)
