@@ -18,10 +18,16 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // Vocabulary rows per block for `rows` logit rows of `hidden` columns: the block's fp32 logits and its fp32 rows of
-// the weight within block_bytes, at least 64.
+// the weight within block_bytes, at least 64 and at least an eighth of the vocabulary. Each block costs two products
+// of the head and about twenty elementwise kernels; at many rows (a GPU batch of 16 x 2048 tokens: 256 vocabulary
+// rows per 32 MiB, 125 blocks) the launches and the narrow products cost more than the memory saved is worth, so a
+// run has at most kMaxLossBlocks blocks (their fp32 logits an eighth of the whole form's, of which it holds three).
+constexpr std::int64_t kMaxLossBlocks = 8;
 std::int64_t block_size(std::int64_t vocab, std::int64_t rows, std::int64_t hidden, std::int64_t block_bytes) {
-  return std::clamp<std::int64_t>(block_bytes / (4 * std::max<std::int64_t>({rows, hidden, 1})), 64,
-                                  std::max<std::int64_t>(vocab, 1));
+  const std::int64_t v = std::max<std::int64_t>(vocab, 1);
+  const std::int64_t fewest = (v + kMaxLossBlocks - 1) / kMaxLossBlocks;
+  return std::clamp<std::int64_t>(block_bytes / (4 * std::max<std::int64_t>({rows, hidden, 1})),
+                                  std::min<std::int64_t>(std::max<std::int64_t>(64, fewest), v), v);
 }
 
 // a (n, k) @ b (k, m) in fp32 whatever a's and b's dtype: the products of 16-bit operands accumulate in fp32 as a
@@ -50,7 +56,7 @@ struct BlockedLinearCrossEntropy : torch::autograd::Function<BlockedLinearCrossE
     for (std::int64_t v0 = 0; v0 < vocab; v0 += step) {
       const std::int64_t n = std::min(step, vocab - v0);
       const at::Tensor z = gemm.linear(h, weight.narrow(0, v0, n)).to(at::kFloat);  // (rows, n)
-      const at::Tensor m_new = at::maximum(m, std::get<0>(z.max(1)));
+      const at::Tensor m_new = at::maximum(m, z.amax(1));
       s = s * at::exp(m - m_new) + z.sub(m_new.unsqueeze(1)).exp_().sum(1);
       m = m_new;
       const at::Tensor here = (target >= v0).logical_and(target < v0 + n);

@@ -1,6 +1,6 @@
 // tests for ops/loss.hpp's linear_cross_entropy: the blocked form against the whole (op-by-op) form, loss and
-// gradients (fp32 to the order of summation, bf16 to its rounding, the widened products included; blocks of 64
-// vocabulary rows, one block, a last partial block), ignored rows, a frozen head, every row ignored, labels outside
+// gradients (fp32 to the order of summation, bf16 to its rounding, the widened products included; the smallest
+// blocks, an eighth of the vocabulary, one block, a last partial block), ignored rows, a frozen head, every row ignored, labels outside
 // the vocabulary, and what each form holds after forward and at its peak in backward (counting meta device); then
 // the language families trained with loss_blocks=on and off. The whole form is the families' op-by-op head, checked
 // against transformers by tests/reference.
@@ -47,7 +47,7 @@ Result run(const Gemm& gemm, const at::Tensor& x, const at::Tensor& w, const at:
 
 // Both forms on the same inputs: the same loss and gradients within `tol`.
 void check_same(Lowp lowp, c10::ScalarType t, std::int64_t block_bytes, bool train_w = true) {
-  const std::int64_t vocab = 1000, hidden = 32;
+  const std::int64_t vocab = 1001, hidden = 32;
   const at::Tensor x = at::randn({3, 7, hidden}).to(t), w = (at::randn({vocab, hidden}) * 0.3).to(t);
   at::Tensor targets = at::randint(0, vocab, {3, 7}, at::kLong);
   targets.index_put_({0, at::indexing::Slice(0, 4)}, -100);  // ignored rows, as a prompt's or padding's labels
@@ -74,8 +74,8 @@ void check_same(Lowp lowp, c10::ScalarType t, std::int64_t block_bytes, bool tra
 
 TEST_CASE("the blocked loss is the whole loss, forward and backward", "[ops][loss]") {
   at::manual_seed(3);
-  // 1 byte asks for the smallest block, 64 vocabulary rows: 16 blocks of 1000, the last one partial.
-  SECTION("fp32, blocks of 64") { check_same(Lowp::native, at::kFloat, 1); }
+  // 1 byte asks for the smallest block, an eighth of the vocabulary: 8 blocks of 1001 rows (126), the last partial.
+  SECTION("fp32, the smallest blocks") { check_same(Lowp::native, at::kFloat, 1); }
   SECTION("fp32, one block") { check_same(Lowp::native, at::kFloat, ops::kLossBlockBytes); }
   SECTION("fp32, frozen head: x gets its gradient, the weight none") {
     check_same(Lowp::native, at::kFloat, 1, /*train_w=*/false);
@@ -128,13 +128,14 @@ TEST_CASE("the blocked loss keeps no logits after forward and holds a few blocks
     CHECK(w.grad().sizes() == w.sizes());
     return held;
   };
-  const Held whole = measure(0), blocked = measure(ops::kLossBlockBytes);
+  const Held whole = measure(0), blocked = measure(ops::kLossBlockBytes), smallest = measure(1);
   INFO("whole: " << whole.after_forward << " after forward, +" << whole.backward_peak << " in backward; blocked: "
                  << blocked.after_forward << ", +" << blocked.backward_peak);
   CHECK(whole.after_forward >= logits32);        // the fp32 log-probabilities
   CHECK(blocked.after_forward < rows * 64);      // per row: the log-sum-exp, the target, whether it is kept
   CHECK(whole.backward_peak >= 2 * logits32);    // two more (rows, V) fp32 tensors at once
   CHECK(blocked.backward_peak < logits32);       // a few blocks of 32 MiB of fp32 logits, the gradients of x and W
+  CHECK(smallest.backward_peak >= logits32 / 8);  // at most 8 blocks, whatever the bytes asked: an eighth each
 }
 
 namespace {
