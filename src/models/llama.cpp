@@ -6,6 +6,7 @@
 #include "tessera/models/stack_program.hpp"
 #include "tessera/ops/fused.hpp"
 #include "tessera/ops/loss.hpp"
+#include "tessera/ops/norm_linear.hpp"
 
 #include <cmath>
 #include <limits>
@@ -19,8 +20,24 @@ namespace {
 // x and the fp32 1/rms per row (ops/fused.hpp). On CUDA, LibTorch's fused kernel does the first part in one pass
 // (fp32 inside, one rounding to x's dtype, as HF's cast) and its backward in another. The weight stays outside the
 // kernel, so the rounding is HF's on both devices.
+bool fused_norm(const at::Tensor& x) { return kernel_target(x) == c10::DeviceType::CUDA; }
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  return ops::rms_norm(x, weight, eps, ops::RmsForm::llama, /*fused=*/kernel_target(x) == c10::DeviceType::CUDA);
+  return ops::rms_norm(x, weight, eps, ops::RmsForm::llama, fused_norm(x));
+}
+
+// The linear layers `layers` of the call's unit on rms_norm(x, its parameter `norm`): one node that keeps x and the
+// fp32 1/rms, not the normalized copy (ops::rms_norm_linear); op by op where an adapter sees the linear layers.
+std::vector<at::Tensor> norm_linear(const LlamaConfig& c, const CallWeights& w, const at::Tensor& x, std::size_t norm,
+                                    std::initializer_list<std::size_t> layers) {
+  std::vector<at::Tensor> out;
+  if (w.adapter) {
+    const at::Tensor h = rms_norm(x, w[0][norm], c.rms_norm_eps);
+    for (const std::size_t j : layers) out.push_back(w.linear(0, j, h));
+    return out;
+  }
+  std::vector<at::Tensor> weights;
+  for (const std::size_t j : layers) weights.push_back(w[0][j]);
+  return ops::rms_norm_linear(w.gemm, x, w[0][norm], c.rms_norm_eps, ops::RmsForm::llama, fused_norm(x), weights);
 }
 
 // (..., D) -> cat(-x[..., D/2:], x[..., :D/2])
@@ -106,10 +123,10 @@ at::Tensor decoder_layer(const LlamaConfig& c, const Llama::Context& ctx, const 
   const at::Tensor cos = ctx.cos.narrow(0, 0, t), sin = ctx.sin.narrow(0, 0, t);
 
   // Attention: (B, T, H) -> q (B, heads, T, D), k/v (B, kv_heads, T, D).
-  const at::Tensor h = rms_norm(x, w[0][0], c.rms_norm_eps);
-  at::Tensor q = w.linear(0, 1, h).view({b, t, heads, d}).transpose(1, 2);
-  at::Tensor k = w.linear(0, 2, h).view({b, t, kv_heads, d}).transpose(1, 2);
-  const at::Tensor v = w.linear(0, 3, h).view({b, t, kv_heads, d}).transpose(1, 2);
+  const std::vector<at::Tensor> qkv = norm_linear(c, w, x, 0, {1, 2, 3});
+  at::Tensor q = qkv[0].view({b, t, heads, d}).transpose(1, 2);
+  at::Tensor k = qkv[1].view({b, t, kv_heads, d}).transpose(1, 2);
+  const at::Tensor v = qkv[2].view({b, t, kv_heads, d}).transpose(1, 2);
   q = apply_rope(q, cos, sin);
   k = apply_rope(k, cos, sin);
   // HF's default "sdpa" attention: causal, scaled by 1/sqrt(D), grouped-query heads shared by enable_gqa
@@ -120,9 +137,12 @@ at::Tensor decoder_layer(const LlamaConfig& c, const Llama::Context& ctx, const 
                               .reshape({b, t, heads * d});
   const at::Tensor x1 = x + w.linear(0, 4, attn);
 
-  // SwiGLU MLP: down(silu(gate(h)) * up(h)), the gate one node that keeps gate(h) and up(h) only.
-  const at::Tensor h2 = rms_norm(x1, w[0][5], c.rms_norm_eps);
-  const at::Tensor mlp = w.linear(0, 8, ops::gated(w.linear(0, 6, h2), w.linear(0, 7, h2), ops::GateAct::silu));
+  // SwiGLU MLP: down(silu(gate(h)) * up(h)), one node that keeps gate(h) and up(h) only (ops::gated_linear; the gate
+  // alone where an adapter sees down).
+  const std::vector<at::Tensor> gate_up = norm_linear(c, w, x1, 5, {6, 7});
+  const at::Tensor mlp =
+      w.adapter ? w.linear(0, 8, ops::gated(gate_up[0], gate_up[1], ops::GateAct::silu))
+                : ops::gated_linear(w.gemm, gate_up[0], gate_up[1], w[0][8], ops::GateAct::silu);
   return x1 + mlp;
 }
 

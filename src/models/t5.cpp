@@ -10,6 +10,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/ops/fused.hpp"
+#include "tessera/ops/norm_linear.hpp"
 #include "tessera/ops/loss.hpp"
 
 namespace tessera::models {
@@ -56,6 +57,21 @@ at::Tensor rms_norm(const T5Config& c, const at::Tensor& x, const at::Tensor& we
   return ops::rms_norm(x, weight, c.layer_norm_epsilon, ops::RmsForm::t5);
 }
 
+// The linear layers `layers` of the call's unit on rms_norm(x, its parameter `norm`): one node that keeps x and the
+// fp32 1/rms, not the normalized copy (ops::rms_norm_linear); op by op where an adapter sees the linear layers.
+std::vector<at::Tensor> norm_linear(const T5Config& c, const CallWeights& w, const at::Tensor& x, std::size_t norm,
+                                    std::initializer_list<std::size_t> layers) {
+  std::vector<at::Tensor> out;
+  if (w.adapter) {
+    const at::Tensor h = rms_norm(c, x, w[0][norm]);
+    for (const std::size_t j : layers) out.push_back(w.linear(0, j, h));
+    return out;
+  }
+  std::vector<at::Tensor> weights;
+  for (const std::size_t j : layers) weights.push_back(w[0][j]);
+  return ops::rms_norm_linear(w.gemm, x, w[0][norm], c.layer_norm_epsilon, ops::RmsForm::t5, /*fused=*/false, weights);
+}
+
 // transformers clamps fp16 hidden states after each sub-layer, a little below the largest finite value when any
 // of them overflowed.
 at::Tensor clamp_fp16(const at::Tensor& x) {
@@ -72,26 +88,36 @@ at::Tensor padding_bias(const at::Tensor& attention_mask, c10::ScalarType dtype)
   return (1.0 - attention_mask.to(dtype)).mul(lowest(dtype)).view({b, 1, 1, s});
 }
 
-// T5Attention without a cache: q from h, k and v from kv, scores q k^T (no scaling) plus bias, softmax in the
-// compute dtype, o. w's parameters first .. first+3 are q, k, v, o. (B, Tq, d_model) -> (B, Tq, d_model).
-at::Tensor attention(const T5Config& c, const CallWeights& w, std::size_t first, const at::Tensor& h,
-                     const at::Tensor& kv, const at::Tensor& bias) {
-  const auto b = h.size(0), tq = h.size(1), tk = kv.size(1), heads = c.num_heads, d = c.d_kv;
-  const at::Tensor q = w.linear(0, first + q_w, h).view({b, tq, heads, d}).transpose(1, 2);
-  const at::Tensor k = w.linear(0, first + k_w, kv).view({b, tk, heads, d}).transpose(1, 2);
-  const at::Tensor v = w.linear(0, first + v_w, kv).view({b, tk, heads, d}).transpose(1, 2);
+// T5Attention without a cache on its projections q (B, Tq, inner), k and v (B, Tk, inner): scores q k^T (no scaling)
+// plus bias, softmax in the compute dtype, o. w's parameter first + 3 is o. -> (B, Tq, d_model).
+at::Tensor attend(const T5Config& c, const CallWeights& w, std::size_t first, const at::Tensor& q_in,
+                  const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& bias) {
+  const auto b = q_in.size(0), tq = q_in.size(1), tk = k_in.size(1), heads = c.num_heads, d = c.d_kv;
+  const at::Tensor q = q_in.view({b, tq, heads, d}).transpose(1, 2);
+  const at::Tensor k = k_in.view({b, tk, heads, d}).transpose(1, 2);
+  const at::Tensor v = v_in.view({b, tk, heads, d}).transpose(1, 2);
   const at::Tensor probs = at::softmax(w.gemm.matmul(q, k.transpose(2, 3)) + bias, -1);
   const at::Tensor out = w.gemm.matmul(probs, v).transpose(1, 2).reshape({b, tq, heads * d});
   return w.linear(0, first + o_w, out);
 }
 
-// T5LayerFF's DenseReluDense on normed h: wo(gelu_new(wi_0 h) * wi_1 h) (the gate one node that keeps wi_0 h and
-// wi_1 h only), or wo(relu(wi h)).
-at::Tensor feed_forward(const T5Config& c, const CallWeights& w, std::size_t first, const at::Tensor& h) {
-  if (c.gated_gelu)
-    return w.linear(0, first + 2,
-                    ops::gated(w.linear(0, first, h), w.linear(0, first + 1, h), ops::GateAct::gelu_tanh));
-  return w.linear(0, first + 1, at::relu(w.linear(0, first, h)));
+// The self-attention sub-layer's attention on rms_norm(x): q, k, v from one node (norm_linear).
+at::Tensor self_attention(const T5Config& c, const CallWeights& w, std::size_t first, const at::Tensor& x,
+                          const at::Tensor& bias) {
+  const std::vector<at::Tensor> qkv = norm_linear(c, w, x, first + attention_norm, {first + q_w, first + k_w, first + v_w});
+  return attend(c, w, first, qkv[0], qkv[1], qkv[2], bias);
+}
+
+// T5LayerFF: its norm, then DenseReluDense: wo(gelu_new(wi_0 h) * wi_1 h) (one node that keeps wi_0 h and wi_1 h
+// only, ops::gated_linear; the gate alone where an adapter sees wo), or wo(relu(wi h)). The norm is the parameter
+// after the layer's linear weights.
+at::Tensor feed_forward(const T5Config& c, const CallWeights& w, std::size_t first, const at::Tensor& x) {
+  if (c.gated_gelu) {
+    const std::vector<at::Tensor> gate_up = norm_linear(c, w, x, first + 3, {first, first + 1});
+    if (w.adapter) return w.linear(0, first + 2, ops::gated(gate_up[0], gate_up[1], ops::GateAct::gelu_tanh));
+    return ops::gated_linear(w.gemm, gate_up[0], gate_up[1], w[0][first + 2], ops::GateAct::gelu_tanh);
+  }
+  return w.linear(0, first + 1, at::relu(norm_linear(c, w, x, first + 2, {first})[0]));
 }
 
 // A stack's bias call: the table's values for the buckets of a q x k matrix, (1, heads, q, k).
@@ -104,21 +130,20 @@ at::Tensor table_bias(const at::Tensor& table, const at::Tensor& buckets, std::i
 }
 
 at::Tensor encoder_block(const T5Config& c, const CallWeights& w, const at::Tensor& x, const at::Tensor& bias) {
-  const at::Tensor h = rms_norm(c, x, w[0][attention_norm]);
-  const at::Tensor x1 = clamp_fp16(x + attention(c, w, 0, h, h, bias));
-  const std::size_t ff = kEncoderFeedForward, ff_norm = ff + (c.gated_gelu ? 3 : 2);
-  return clamp_fp16(x1 + feed_forward(c, w, ff, rms_norm(c, x1, w[0][ff_norm])));
+  const at::Tensor x1 = clamp_fp16(x + self_attention(c, w, 0, x, bias));
+  return clamp_fp16(x1 + feed_forward(c, w, kEncoderFeedForward, x1));
 }
 
 at::Tensor decoder_block(const T5Config& c, const CallWeights& w, const at::Tensor& y, const at::Tensor& bias,
                          const at::Tensor& encoder_out, const at::Tensor& attention_mask) {
-  const at::Tensor h = rms_norm(c, y, w[0][attention_norm]);
-  const at::Tensor y1 = clamp_fp16(y + attention(c, w, 0, h, h, bias));
-  const at::Tensor h2 = rms_norm(c, y1, w[0][kCrossAttention + attention_norm]);
-  const at::Tensor cross = padding_bias(attention_mask, h2.scalar_type());
-  const at::Tensor y2 = clamp_fp16(y1 + attention(c, w, kCrossAttention, h2, encoder_out, cross));
-  const std::size_t ff = kDecoderFeedForward, ff_norm = ff + (c.gated_gelu ? 3 : 2);
-  return clamp_fp16(y2 + feed_forward(c, w, ff, rms_norm(c, y2, w[0][ff_norm])));
+  const at::Tensor y1 = clamp_fp16(y + self_attention(c, w, 0, y, bias));
+  // Cross-attention: q from the normed y1 (one node), k and v from the encoder's output.
+  const std::size_t x0 = kCrossAttention;
+  const at::Tensor q = norm_linear(c, w, y1, x0 + attention_norm, {x0 + q_w})[0];
+  const at::Tensor k = w.linear(0, x0 + k_w, encoder_out), v = w.linear(0, x0 + v_w, encoder_out);
+  const at::Tensor cross = padding_bias(attention_mask, q.scalar_type());
+  const at::Tensor y2 = clamp_fp16(y1 + attend(c, w, x0, q, k, v, cross));
+  return clamp_fp16(y2 + feed_forward(c, w, kDecoderFeedForward, y2));
 }
 
 // Head: decoder.final_layer_norm [* d_model^-0.5] -> lm_head (its own, or shared: the call's second unit) -> mean

@@ -1,5 +1,5 @@
-// implements: rms_norm, gated, layer_norm_linear and gelu_linear (ops/fused.hpp): autograd functions that keep their
-// inputs only.
+// implements: rms_norm, gated, layer_norm_linear and gelu_linear (ops/fused.hpp), rms_norm_linear and gated_linear
+// (ops/norm_linear.hpp): autograd functions that keep their inputs only.
 #include "tessera/ops/fused.hpp"
 
 #include <ATen/ATen.h>
@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "tessera/core/error.hpp"
+#include "tessera/ops/norm_linear.hpp"
 
 namespace tessera::ops {
 namespace {
@@ -34,16 +35,59 @@ at::Tensor normalized(const at::Tensor& x, const at::Tensor& weight, const at::T
   return is_16bit(weight.scalar_type()) ? n.to(weight.scalar_type()) : n;
 }
 
+// RMSNorm's forward: the normalized x before the weight (LibTorch's fused kernel, or the form's fp32 ops) and the
+// fp32 1/rms per row.
+std::pair<at::Tensor, at::Tensor> rms_normalize(const at::Tensor& x, const at::Tensor& weight, double eps, RmsForm form,
+                                                bool fused) {
+  if (fused) {
+    auto [normed, rstd] = at::_fused_rms_norm(x, {x.size(-1)}, std::nullopt, eps);
+    return {normed, rstd};
+  }
+  at::Tensor rstd = inverse_rms(x, eps);
+  return {normalized(x, weight, rstd, form), rstd};
+}
+
+// The normalized x again in backward, from the saved 1/rms (the fused kernel recomputes it).
+at::Tensor renormalize(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& rstd, double eps, RmsForm form,
+                       bool fused) {
+  return fused ? std::get<0>(at::_fused_rms_norm(x, {x.size(-1)}, std::nullopt, eps))
+               : normalized(x, weight, rstd, form);
+}
+
+// The gradients of weight * n(x) for the gradient g of its output, as autograd differentiates the forward's ops:
+// dweight = sum_to(g * n) and dn = g * weight; then n's own chain (the fused kernel's backward, or the fp32 ops'
+// derivatives: n = h * r with r = rsqrt(m + eps), m = mean(p), p = h^2, h = x in fp32). Each when asked.
+void rms_norm_backward(const at::Tensor& g, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& rstd,
+                       double eps, RmsForm form, bool fused, bool need_x, bool need_weight, at::Tensor& dx,
+                       at::Tensor& dweight) {
+  if (need_weight) dweight = at::sum_to(g * renormalize(x, weight, rstd, eps, form, fused), weight.sizes());
+  if (!need_x) return;
+  if (fused) {
+    const at::Tensor dn = g * weight;
+    // A dry run's meta tensors (predict/): the kernel has no meta implementation; its result is one tensor like x,
+    // which is all the prediction needs.
+    dx = x.is_meta() ? at::empty_like(x)
+                     : std::get<0>(at::_fused_rms_norm_backward(dn, x, {x.size(-1)}, rstd, std::nullopt,
+                                                                {true, false}));
+    return;
+  }
+  const at::Tensor h = x.to(at::kFloat);
+  const at::Tensor dn = (g * weight).to(at::kFloat);                          // through the cast, if any
+  const at::Tensor dr = at::sum_to(dn * h, rstd.sizes());                     // n = h * r
+  const at::Tensor dm = -0.5 * dr * rstd.pow(3);                              // r = rsqrt(m + eps)
+  const at::Tensor dp = dm.expand_as(h) / static_cast<double>(h.size(-1));    // m = mean(p, -1)
+  const at::Tensor direct = dn * rstd, through_square = dp * (2 * h);         // p = h^2
+  // llama: both paths meet in fp32 (h = x.to(fp32)), then one cast; t5: x enters each path itself, so each
+  // gradient is cast to x's dtype and the two are added there.
+  const auto x_dtype = x.scalar_type();
+  dx = form == RmsForm::llama ? (direct + through_square).to(x_dtype)
+                              : direct.to(x_dtype) + through_square.to(x_dtype);
+}
+
 struct RmsNorm : torch::autograd::Function<RmsNorm> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, double eps,
                             int64_t form, bool fused) {
-    at::Tensor normed, rstd;
-    if (fused) {
-      std::tie(normed, rstd) = at::_fused_rms_norm(x, {x.size(-1)}, std::nullopt, eps);
-    } else {
-      rstd = inverse_rms(x, eps);
-      normed = normalized(x, weight, rstd, static_cast<RmsForm>(form));
-    }
+    auto [normed, rstd] = rms_normalize(x, weight, eps, static_cast<RmsForm>(form), fused);
     ctx->save_for_backward({x, weight, rstd});
     ctx->saved_data["eps"] = eps;
     ctx->saved_data["form"] = form;
@@ -51,50 +95,28 @@ struct RmsNorm : torch::autograd::Function<RmsNorm> {
     return weight * normed;
   }
 
-  // As autograd differentiates the forward's ops: out = weight * n gives dweight = sum_to(g * n) and
-  // dn = g * weight; then n's own chain (the fused kernel's backward, or the fp32 ops' derivatives: n = h * r with
-  // r = rsqrt(m + eps), m = mean(p), p = h^2, h = x in fp32).
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &weight = saved[1], &rstd = saved[2];
-    const double eps = ctx->saved_data["eps"].toDouble();
-    const auto form = static_cast<RmsForm>(ctx->saved_data["form"].toInt());
-    const bool fused = ctx->saved_data["fused"].toBool();
-    const at::Tensor& g = grads[0];
-    const auto x_dtype = x.scalar_type();
     at::Tensor dx, dweight;
-    if (fused) {
-      if (ctx->needs_input_grad(1))
-        dweight = at::sum_to(g * std::get<0>(at::_fused_rms_norm(x, {x.size(-1)}, std::nullopt, eps)), weight.sizes());
-      if (ctx->needs_input_grad(0)) {
-        const at::Tensor dn = g * weight;
-        // A dry run's meta tensors (predict/): the kernel has no meta implementation; its result is one tensor
-        // like x, which is all the prediction needs.
-        dx = x.is_meta() ? at::empty_like(x)
-                         : std::get<0>(at::_fused_rms_norm_backward(dn, x, {x.size(-1)}, rstd, std::nullopt,
-                                                                    {true, false}));
-      }
-      return {dx, dweight, at::Tensor(), at::Tensor(), at::Tensor()};
-    }
-    if (ctx->needs_input_grad(1)) dweight = at::sum_to(g * normalized(x, weight, rstd, form), weight.sizes());
-    if (ctx->needs_input_grad(0)) {
-      const at::Tensor h = x.to(at::kFloat);
-      const at::Tensor dn = (g * weight).to(at::kFloat);                          // through the cast, if any
-      const at::Tensor dr = at::sum_to(dn * h, rstd.sizes());                     // n = h * r
-      const at::Tensor dm = -0.5 * dr * rstd.pow(3);                              // r = rsqrt(m + eps)
-      const at::Tensor dp = dm.expand_as(h) / static_cast<double>(h.size(-1));    // m = mean(p, -1)
-      const at::Tensor direct = dn * rstd, through_square = dp * (2 * h);         // p = h^2
-      // llama: both paths meet in fp32 (h = x.to(fp32)), then one cast; t5: x enters each path itself, so each
-      // gradient is cast to x's dtype and the two are added there.
-      dx = form == RmsForm::llama ? (direct + through_square).to(x_dtype)
-                                  : direct.to(x_dtype) + through_square.to(x_dtype);
-    }
+    rms_norm_backward(grads[0], saved[0], saved[1], saved[2], ctx->saved_data["eps"].toDouble(),
+                      static_cast<RmsForm>(ctx->saved_data["form"].toInt()), ctx->saved_data["fused"].toBool(),
+                      ctx->needs_input_grad(0), ctx->needs_input_grad(1), dx, dweight);
     return {dx, dweight, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 at::Tensor activate(const at::Tensor& gate, GateAct act) {
   return act == GateAct::silu ? at::silu(gate) : at::gelu(gate, "tanh");
+}
+
+// The gradients of act(gate) * up for the gradient g of its output, each when asked.
+void gated_backward(const at::Tensor& g, const at::Tensor& gate, const at::Tensor& up, GateAct act, bool need_gate,
+                    bool need_up, at::Tensor& dgate, at::Tensor& dup) {
+  if (need_gate) {
+    const at::Tensor d = g * up;
+    dgate = act == GateAct::silu ? at::silu_backward(d, gate) : at::gelu_backward(d, gate, "tanh");
+  }
+  if (need_up) dup = g * activate(gate, act);
 }
 
 struct Gated : torch::autograd::Function<Gated> {
@@ -105,15 +127,9 @@ struct Gated : torch::autograd::Function<Gated> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor &gate = saved[0], &up = saved[1];
-    const auto act = static_cast<GateAct>(ctx->saved_data["act"].toInt());
-    const at::Tensor& g = grads[0];
     at::Tensor dgate, dup;
-    if (ctx->needs_input_grad(0)) {
-      const at::Tensor d = g * up;
-      dgate = act == GateAct::silu ? at::silu_backward(d, gate) : at::gelu_backward(d, gate, "tanh");
-    }
-    if (ctx->needs_input_grad(1)) dup = g * activate(gate, act);
+    gated_backward(grads[0], saved[0], saved[1], static_cast<GateAct>(ctx->saved_data["act"].toInt()),
+                   ctx->needs_input_grad(0), ctx->needs_input_grad(1), dgate, dup);
     return {dgate, dup, at::Tensor()};
   }
 };
@@ -207,6 +223,78 @@ struct GeluLinear : torch::autograd::Function<GeluLinear> {
   }
 };
 
+// Edges: x, norm weight, the n weights.
+struct RmsNormLinear : torch::autograd::Function<RmsNormLinear> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& norm_weight,
+                               at::TensorList weights, double eps, int64_t form, bool fused, int64_t lowp) {
+    const Gemm gemm{static_cast<Lowp>(lowp)};
+    auto [normed, rstd] = rms_normalize(x, norm_weight, eps, static_cast<RmsForm>(form), fused);
+    const at::Tensor h = norm_weight * normed;
+    variable_list out, saved{x, norm_weight, rstd};
+    for (const at::Tensor& w : weights) {
+      out.push_back(gemm.linear(h, w, at::Tensor()));
+      saved.push_back(w);
+    }
+    ctx->save_for_backward(saved);
+    ctx->saved_data["eps"] = eps;
+    ctx->saved_data["form"] = form;
+    ctx->saved_data["fused"] = fused;
+    ctx->saved_data["lowp"] = lowp;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &norm_weight = saved[1], &rstd = saved[2];
+    const std::size_t n = saved.size() - 3;
+    const Gemm gemm{static_cast<Lowp>(ctx->saved_data["lowp"].toInt())};
+    const double eps = ctx->saved_data["eps"].toDouble();
+    const auto form = static_cast<RmsForm>(ctx->saved_data["form"].toInt());
+    const bool fused = ctx->saved_data["fused"].toBool();
+    const bool need_x = ctx->needs_input_grad(0), need_norm_weight = ctx->needs_input_grad(1);
+    at::Tensor h;  // recomputed once, the first time a weight needs it
+    const auto h_rows = [&] {
+      if (!h.defined()) h = rows(norm_weight * renormalize(x, norm_weight, rstd, eps, form, fused));
+      return h;
+    };
+    variable_list out(2 + n + 4);
+    at::Tensor dh, unused_bias;
+    for (std::size_t i = 0; i < n; ++i) {
+      const at::Tensor d = linear_backward(gemm, ctx, grads[i], saved[3 + i], false, 2 + i, 0,
+                                           need_x || need_norm_weight, h_rows, out[2 + i], unused_bias);
+      if (d.defined()) dh = dh.defined() ? dh + d : d;
+    }
+    if (need_x || need_norm_weight)
+      rms_norm_backward(dh.view(x.sizes()), x, norm_weight, rstd, eps, form, fused, need_x, need_norm_weight, out[0],
+                        out[1]);
+    return out;
+  }
+};
+
+// Edges: gate, up, weight.
+struct GatedLinear : torch::autograd::Function<GatedLinear> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up,
+                            const at::Tensor& weight, int64_t act, int64_t lowp) {
+    ctx->save_for_backward({gate, up, weight});
+    ctx->saved_data["act"] = act;
+    ctx->saved_data["lowp"] = lowp;
+    return Gemm{static_cast<Lowp>(lowp)}.linear(activate(gate, static_cast<GateAct>(act)) * up, weight, at::Tensor());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &gate = saved[0], &up = saved[1], &weight = saved[2];
+    const auto act = static_cast<GateAct>(ctx->saved_data["act"].toInt());
+    const Gemm gemm{static_cast<Lowp>(ctx->saved_data["lowp"].toInt())};
+    const bool need_gate = ctx->needs_input_grad(0), need_up = ctx->needs_input_grad(1);
+    variable_list out(5);
+    at::Tensor unused_bias;
+    const at::Tensor da = linear_backward(gemm, ctx, grads[0], weight, false, 2, 0, need_gate || need_up,
+                                          [&] { return rows(activate(gate, act) * up); }, out[2], unused_bias);
+    if (da.defined()) gated_backward(da.view(gate.sizes()), gate, up, act, need_gate, need_up, out[0], out[1]);
+    return out;
+  }
+};
+
 }  // namespace
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, RmsForm form, bool fused) {
@@ -238,6 +326,24 @@ at::Tensor gelu_linear(const Gemm& gemm, const at::Tensor& x, const at::Tensor& 
   // Autograd takes no undefined tensor as an input: an absent bias is no input at all.
   return GeluLinear::apply(x, weight, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt,
                            static_cast<int64_t>(gemm.lowp));
+}
+
+std::vector<at::Tensor> rms_norm_linear(const Gemm& gemm, const at::Tensor& x, const at::Tensor& norm_weight,
+                                        double eps, RmsForm form, bool fused, at::TensorList weights) {
+  if (weights.empty()) throw Error("ops::rms_norm_linear: no linear layer to feed");
+  if (fused && form != RmsForm::llama) throw Error("ops::rms_norm_linear: the fused kernels compute the llama form only");
+  // Autograd takes no undefined tensor as an input.
+  if (!norm_weight.defined() || std::any_of(weights.begin(), weights.end(), [](const at::Tensor& t) {
+        return !t.defined();
+      }))
+    throw Error("ops::rms_norm_linear: an undefined norm weight or weight; every tensor it takes must be defined");
+  return RmsNormLinear::apply(x, norm_weight, weights, eps, static_cast<int64_t>(form), fused,
+                              static_cast<int64_t>(gemm.lowp));
+}
+
+at::Tensor gated_linear(const Gemm& gemm, const at::Tensor& gate, const at::Tensor& up, const at::Tensor& weight,
+                        GateAct act) {
+  return GatedLinear::apply(gate, up, weight, static_cast<int64_t>(act), static_cast<int64_t>(gemm.lowp));
 }
 
 }  // namespace tessera::ops
