@@ -108,6 +108,15 @@ def run_compiled(args, device):
     return cfg, plain_loop(model, cfg, args, device, opt, loss_fn)
 
 
+def kernel_kind(name):
+    """A CUDA kernel's kind by its name: gemm, attention, optimizer, memcpy/memset or elementwise/reduction/other."""
+    name = name.lower()
+    return ("gemm" if any(k in name for k in ("gemm", "cutlass", "sm90_xmma", "nvjet", "cublas")) else
+            "attention" if any(k in name for k in ("flash", "fmha", "attention", "cudnn")) else
+            "optimizer" if "adam" in name or "foreach" in name else
+            "memcpy/memset" if "memcpy" in name or "memset" in name else "elementwise/reduction/other")
+
+
 def profile(model, cfg, args, device, optimizer, steps=2):
     """torch.profiler over `steps` more steps: the device's kernel time by kind against the wall time, and the top
     kernels, written to args.profile."""
@@ -128,11 +137,7 @@ def profile(model, cfg, args, device, optimizer, steps=2):
         t = getattr(e, "self_device_time_total", 0) or 0
         if t <= 0 or e.device_type != DeviceType.CUDA:
             continue
-        name = e.key.lower()
-        kind = ("gemm" if any(k in name for k in ("gemm", "cutlass", "sm90_xmma", "nvjet", "cublas")) else
-                "attention" if any(k in name for k in ("flash", "fmha", "attention", "cudnn")) else
-                "optimizer" if "adam" in name or "foreach" in name else
-                "memcpy/memset" if "memcpy" in name or "memset" in name else "elementwise/reduction/other")
+        kind = kernel_kind(e.key)
         kinds[kind] = kinds.get(kind, 0.0) + t
         total += t
     with open(args.profile, "w") as f:

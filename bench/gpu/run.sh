@@ -26,14 +26,15 @@
 #      committed in bench/gpu/refs_cpu.json; tessera_nccl_tests at one rank; Adam8bit's CUDA kernel against its CPU
 #      loop (tessera_tests "[cuda]")
 #   5. seed 001's open-llama-7b, bf16-true, batch 4, seq 512, 3 steps, on one GPU (predicted against measured)
-#   6. nsys profile of 5 tessera llama-1b steps, the top kernels (only when nsys is installed)
+#   6. nsys profile of 5 tessera llama-1b steps, the top kernels (only when nsys is installed); ncu: every kernel of
+#      2 steps under Nsight Compute, by kind and name (bench/gpu/kernels.py; only when ncu is installed)
 #
-# TESSERA_GPU_SECTIONS picks sections (default all: "smoke seed002 gemm perf profile cases nccl seed001 nsys"), e.g. a short
+# TESSERA_GPU_SECTIONS picks sections (default all: "smoke seed002 gemm perf profile cases nccl seed001 nsys ncu"), e.g. a short
 # call after a change: TESSERA_GPU_SECTIONS="perf cases" TESSERA_GPU_BATCHES=16 TESSERA_GPU_PEERS=eager
 # TESSERA_GPU_CASES='^llama-' (an extended regular expression over case names).
 set -uo pipefail
 out=${1:-${OUT:?usage: run.sh OUT}}
-sections=" ${TESSERA_GPU_SECTIONS:-smoke seed002 gemm perf profile cases nccl seed001 nsys} "
+sections=" ${TESSERA_GPU_SECTIONS:-smoke seed002 gemm perf profile cases nccl seed001 nsys ncu} "
 want() { [[ "$sections" == *" $1 "* ]]; }
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -137,6 +138,18 @@ for batch in $batches; do
   step "tessera-1b-b$batch" 120 "$bin/examples/llama-bf16true" model=llama-1b seq_len=2048 batch_size="$batch" \
     max_steps=$((steps + warmup)) lr=1e-4 device=cuda metrics="$runs/tessera-1b-b$batch.jsonl" >"$runs/tessera-1b-b$batch.log" 2>&1
   grep -v '^  [a-z_]* *|' "$runs/tessera-1b-b$batch.log" | grep -v '^  step [0-9]* micro' | tail -8
+  # The same run with other settings, each a row of the table: TESSERA_GPU_VARIANTS, ';'-separated (e.g.
+  # "loss_blocks=off;loss_blocks=on").
+  IFS=';' read -ra variants <<<"${TESSERA_GPU_VARIANTS:-}"
+  for v in "${variants[@]}"; do
+    [ -n "$v" ] || continue
+    tag=tessera-1b-b$batch-$(echo "$v" | tr -c 'a-z0-9\n' '-')
+    echo "$v" >"$runs/$tag.variant"
+    # shellcheck disable=SC2086
+    step "$tag" 120 "$bin/examples/llama-bf16true" model=llama-1b seq_len=2048 batch_size="$batch" \
+      max_steps=$((steps + warmup)) lr=1e-4 device=cuda $v metrics="$runs/$tag.jsonl" >"$runs/$tag.log" 2>&1
+    grep -E '^\[(done|predict)\]' "$runs/$tag.log"
+  done
   for side in ${TESSERA_GPU_PEERS:-eager compiled lightning fsdp2}; do
     step "$side-1b-b$batch" 240 python3 "$root/bench/gpu/peers.py" "$side" --config "$root/bench/gpu/llama-1b.config.json" \
       --batch "$batch" --seq-len 2048 --steps "$steps" --warmup "$warmup" >"$runs/$side-1b-b$batch.out" 2>&1 ||
@@ -190,6 +203,14 @@ if want nsys && command -v nsys >/dev/null 2>&1; then
   head -15 "$out/nsys_kernels.csv" | cut -c1-200
 else
   echo "no nsys on this machine"
+fi
+# Nsight Compute (on the machine when nsys is not): every kernel of a 2-step tessera llama-1b run, timed one at a time
+# (gpu__time_duration, one pass per kernel), summed by kind and name by bench/gpu/kernels.py.
+if want ncu && command -v ncu >/dev/null 2>&1; then
+  step ncu 240 ncu --csv --metrics gpu__time_duration.sum --log-file /tmp/tessera-ncu.csv "$bin/examples/llama-bf16true" \
+    model=llama-1b seq_len=2048 batch_size="$first" max_steps=2 lr=1e-4 device=cuda predict=false >/dev/null 2>&1
+  python3 "$root/bench/gpu/kernels.py" /tmp/tessera-ncu.csv 30 | tee "$out/ncu_kernels.md" | head -45
+  { echo; echo "## tessera llama-1b, 2 steps, batch $first: kernels (Nsight Compute)"; echo; cat "$out/ncu_kernels.md"; } >>"$summary"
 fi
 
 tar czf "$out/runs.tar.gz" -C "$runs" . 2>/dev/null

@@ -55,6 +55,13 @@ def perf(runs, warmup, batch):
     rate = gemm[-1]["bf16_gemm_tflops"] * 1e12 if gemm else None
     device = gemm[-1]["device"] if gemm else "?"
     sides = [tessera_side(os.path.join(runs, f"tessera-1b-b{batch}.jsonl"), warmup)]
+    # run.sh's TESSERA_GPU_VARIANTS: the same run with other settings, RUNS/tessera-1b-bB-TAG.{jsonl,variant}
+    for name in sorted(os.listdir(runs)):
+        if name.startswith(f"tessera-1b-b{batch}-") and name.endswith(".variant"):
+            v = tessera_side(os.path.join(runs, name[:-len(".variant")] + ".jsonl"), warmup)
+            label = open(os.path.join(runs, name)).read().strip()
+            sides.append(dict(v, side=f"tessera {label}") if v else {"side": f"tessera {label}", "batch": batch,
+                                                                         "missing": True})
     for name in ("eager", "compiled", "lightning", "fsdp2"):
         r = records(os.path.join(runs, f"{name}-1b-b{batch}.json"))
         sides.append(r[-1] if r and "side" in r[-1] else {"side": name, "batch": batch, "missing": True})

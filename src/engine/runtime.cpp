@@ -41,6 +41,14 @@ Runtime make_runtime(const RunConfig& cfg, const JobPlace& place) {
                       " (0 = the node's cores shared among its ranks)");
   rt.threads = cfg.threads > 0 ? cfg.threads : std::max<std::int64_t>(1, cores / std::max(1, place.local_size));
   at::set_num_threads(static_cast<int>(rt.threads));
+  // tf32=: how CUDA runs fp32 matmuls and convolutions, through the settings torch's users set
+  // (torch.set_float32_matmul_precision, torch.backends.cudnn.allow_tf32), which keep torch's older and newer views
+  // of the precision consistent (setting the per-backend fp32_precision makes the older getters, which kernels may
+  // still ask, refuse to answer); default leaves the process's as it is (torch's defaults).
+  if (cfg.tf32 != Tf32::default_) {
+    at::globalContext().setFloat32MatmulPrecision(cfg.tf32 == Tf32::on ? "high" : "highest");
+    at::globalContext().setAllowTF32CuDNN(cfg.tf32 == Tf32::on);
+  }
   return rt;
 }
 

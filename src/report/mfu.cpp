@@ -2,6 +2,7 @@
 #include "tessera/report/mfu.hpp"
 
 #ifdef TESSERA_WITH_CUDA
+#include <ATen/Context.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -20,12 +21,34 @@ std::optional<double> peak_flops(std::string_view name, c10::ScalarType dtype) {
   return std::nullopt;
 }
 
+#ifdef TESSERA_WITH_CUDA
+namespace {
+// Whether CUDA runs fp32 matmuls in TF32: torch's older getter, or its per-backend one where the process set that
+// API (then the older getter refuses to answer).
+bool matmuls_in_tf32() {
+  auto& context = at::globalContext();
+  try {
+    return context.allowTF32CuBLAS();
+  } catch (const c10::Error&) {
+    return context.float32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL) == at::Float32Precision::TF32;
+  }
+}
+}  // namespace
+#endif
+
 std::optional<double> device_peak_flops(c10::Device device, c10::ScalarType dtype) {
 #ifdef TESSERA_WITH_CUDA
   if (device.is_cuda()) {
     cudaDeviceProp props{};
     const int index = device.has_index() ? device.index() : 0;
-    if (cudaGetDeviceProperties(&props, index) == cudaSuccess) return peak_flops(props.name, dtype);
+    if (cudaGetDeviceProperties(&props, index) != cudaSuccess) return std::nullopt;
+    // fp32 matmuls in TF32 (tf32=on, or the process's setting): the TF32 tensor-core rate, half the bf16 one on
+    // these GPUs (H100 SXM 494.7 TFLOP/s dense, A100 156).
+    if (dtype == c10::ScalarType::Float && matmuls_in_tf32()) {
+      const std::optional<double> bf16 = peak_flops(props.name, c10::ScalarType::BFloat16);
+      return bf16 ? std::optional<double>(*bf16 / 2) : std::nullopt;
+    }
+    return peak_flops(props.name, dtype);
   }
 #else
   (void)device;

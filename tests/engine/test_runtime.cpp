@@ -1,7 +1,10 @@
 // choose_gemm: which runs widen their matrix products (engine/runtime.hpp): only bf16/fp16 on a CPU (or a dry run
-// of one), as cpu_lowp= says, auto following ops::cpu_lowp_support.
+// of one), as cpu_lowp= says, auto following ops::cpu_lowp_support; make_runtime sets CUDA's fp32 precision as tf32=
+// says.
 #include <ATen/ATen.h>  // before Catch: glog's CHECK must not replace Catch's (as with the PCH)
 #include <catch2/catch.hpp>
+
+#include <ATen/Context.h>
 
 #include "tessera/engine/runtime.hpp"
 #include "tessera/ops/cpu_lowp.hpp"
@@ -56,4 +59,25 @@ TEST_CASE("choose_gemm blocks the language models' loss as loss_blocks says, aut
   }
   const DryRunScope gpu_run(0, 1, 1, c10::kCUDA);
   CHECK(choose_gemm(CpuLowp::auto_, at::kFloat, meta, LossBlocks::auto_).gemm.loss_block_bytes == ops::kLossBlockBytes);
+}
+
+TEST_CASE("make_runtime sets CUDA's fp32 matmul and convolution precision as tf32 says, default leaves it", "[engine]") {
+  auto& context = at::globalContext();
+  const bool matmul = context.allowTF32CuBLAS(), conv = context.allowTF32CuDNN();
+  RunConfig cfg;
+  cfg.device = "cpu";
+  cfg.threads = 1;
+  cfg.tf32 = Tf32::on;
+  make_runtime(cfg);
+  CHECK(context.allowTF32CuBLAS());
+  CHECK(context.allowTF32CuDNN());
+  cfg.tf32 = Tf32::off;
+  make_runtime(cfg);
+  CHECK_FALSE(context.allowTF32CuBLAS());
+  CHECK_FALSE(context.allowTF32CuDNN());
+  cfg.tf32 = Tf32::default_;
+  make_runtime(cfg);
+  CHECK_FALSE(context.allowTF32CuDNN());  // as the run before left it
+  context.setFloat32MatmulPrecision(matmul ? "high" : "highest");
+  context.setAllowTF32CuDNN(conv);
 }

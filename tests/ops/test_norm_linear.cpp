@@ -35,6 +35,23 @@ at::Tensor leaf(std::vector<std::int64_t> shape, c10::ScalarType t, bool grad = 
   return (at::randn(shape) * scale + shift).to(t).requires_grad_(grad);
 }
 
+// A detached copy that needs a gradient when v does (each form runs on its own leaves).
+at::Tensor copy_leaf(const at::Tensor& v) { return v.detach().clone().requires_grad_(v.requires_grad()); }
+
+// After both forms' backward: every leaf of the node under test (a) has the reference's (r) gradient within tol,
+// and a leaf that needs none gets none.
+void check_leaf_grads(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& r, double tol) {
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("leaf " << i);
+    if (!r[i].requires_grad()) {
+      CHECK_FALSE(a[i].grad().defined());
+      continue;
+    }
+    REQUIRE(a[i].grad().defined());
+    CHECK(max_rel_diff(a[i].grad(), r[i].grad()) <= tol);
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -45,11 +62,10 @@ void check_rms_norm_linear(const Gemm& gemm, c10::ScalarType t, ops::RmsForm for
   const at::Tensor x = leaf({2, 5, 16}, t, true, 2.0, 0.5), nw = leaf({16}, t, !frozen, 0.2, 1.0);
   const std::vector<at::Tensor> ws{leaf({16, 16}, t, !frozen, 0.25), leaf({8, 16}, t, !frozen, 0.25),
                                    leaf({24, 16}, t, !frozen, 0.25)};
-  const auto clone = [](const at::Tensor& v) { return v.detach().clone().requires_grad_(v.requires_grad()); };
-  std::vector<at::Tensor> a{clone(x), clone(nw)}, r{clone(x), clone(nw)};
+  std::vector<at::Tensor> a{copy_leaf(x), copy_leaf(nw)}, r{copy_leaf(x), copy_leaf(nw)};
   for (const at::Tensor& w : ws) {
-    a.push_back(clone(w));
-    r.push_back(clone(w));
+    a.push_back(copy_leaf(w));
+    r.push_back(copy_leaf(w));
   }
   const std::vector<at::Tensor> ya =
       ops::rms_norm_linear(gemm, a[0], a[1], kEps, form, false, at::TensorList(a).slice(2));
@@ -65,32 +81,30 @@ void check_rms_norm_linear(const Gemm& gemm, c10::ScalarType t, ops::RmsForm for
   }
   torch::autograd::backward(ya, grads);
   torch::autograd::backward(yr, grads);
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    INFO("leaf " << i);
-    if (!r[i].requires_grad()) {
-      CHECK_FALSE(a[i].grad().defined());
-      continue;
-    }
-    REQUIRE(a[i].grad().defined());
-    CHECK(max_rel_diff(a[i].grad(), r[i].grad()) <= tol);
-  }
+  check_leaf_grads(a, r, tol);
 }
 
 }  // namespace
 
 TEST_CASE("rms_norm_linear is RMSNorm then each linear layer, forward and backward", "[ops][fused]") {
   at::manual_seed(4);
-  for (const ops::RmsForm form : {ops::RmsForm::llama, ops::RmsForm::t5}) {
-    INFO((form == ops::RmsForm::llama ? "LlamaRMSNorm" : "T5LayerNorm"));
-    check_rms_norm_linear(Gemm{}, at::kFloat, form, false, 1e-5);
-    INFO("fp32, frozen norm and weights: only x gets a gradient");
-    check_rms_norm_linear(Gemm{}, at::kFloat, form, true, 1e-5);
-    // bf16: the same ops in the same dtype; x's gradient sums the layers' parts in another order.
-    INFO("bf16");
-    check_rms_norm_linear(Gemm{}, at::kBFloat16, form, false, 8e-3);
-    INFO("bf16 through the widened products");
-    check_rms_norm_linear(Gemm{Lowp::widen}, at::kBFloat16, form, false, 8e-3);
-  }
+  struct Case {
+    const char* what;
+    Lowp lowp;
+    c10::ScalarType dtype;
+    bool frozen;
+    double tol;
+  };
+  // bf16: the same ops in the same dtype; x's gradient sums the layers' parts in another order.
+  const Case cases[] = {{"fp32", Lowp::native, at::kFloat, false, 1e-5},
+                        {"fp32, frozen norm and weights: only x gets a gradient", Lowp::native, at::kFloat, true, 1e-5},
+                        {"bf16", Lowp::native, at::kBFloat16, false, 8e-3},
+                        {"bf16 through the widened products", Lowp::widen, at::kBFloat16, false, 8e-3}};
+  for (const ops::RmsForm form : {ops::RmsForm::llama, ops::RmsForm::t5})
+    for (const Case& c : cases) {
+      INFO((form == ops::RmsForm::llama ? "LlamaRMSNorm, " : "T5LayerNorm, ") << c.what);
+      check_rms_norm_linear(Gemm{c.lowp}, c.dtype, form, c.frozen, c.tol);
+    }
 }
 
 TEST_CASE("gated_linear is act(gate) * up then the linear layer, forward and backward", "[ops][fused]") {
@@ -103,8 +117,7 @@ TEST_CASE("gated_linear is act(gate) * up then the linear layer, forward and bac
           INFO("dtype " << c10::toString(t) << (lowp == Lowp::widen ? " widened" : "")
                         << (act == ops::GateAct::silu ? " silu" : " gelu_tanh") << (frozen ? " frozen weight" : ""));
           const at::Tensor gate = leaf({3, 4, 32}, t), up = leaf({3, 4, 32}, t), w = leaf({12, 32}, t, !frozen, 0.2);
-          const auto clone = [](const at::Tensor& v) { return v.detach().clone().requires_grad_(v.requires_grad()); };
-          const std::vector<at::Tensor> a{clone(gate), clone(up), clone(w)}, r{clone(gate), clone(up), clone(w)};
+          const std::vector<at::Tensor> a{copy_leaf(gate), copy_leaf(up), copy_leaf(w)}, r{copy_leaf(gate), copy_leaf(up), copy_leaf(w)};
           const at::Tensor ya = ops::gated_linear(gemm, a[0], a[1], a[2], act);
           const at::Tensor yr = gemm.linear(ops::gated(r[0], r[1], act), r[2], at::Tensor());
           const double tol = t == at::kFloat ? 1e-5 : 4e-3;
@@ -112,15 +125,7 @@ TEST_CASE("gated_linear is act(gate) * up then the linear layer, forward and bac
           const at::Tensor g = at::randn(ya.sizes()).to(t);
           ya.backward(g);
           yr.backward(g);
-          for (std::size_t i = 0; i < a.size(); ++i) {
-            INFO("leaf " << i);
-            if (!r[i].requires_grad()) {
-              CHECK_FALSE(a[i].grad().defined());
-              continue;
-            }
-            REQUIRE(a[i].grad().defined());
-            CHECK(max_rel_diff(a[i].grad(), r[i].grad()) <= tol);
-          }
+          check_leaf_grads(a, r, tol);
         }
 }
 

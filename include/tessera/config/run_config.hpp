@@ -71,6 +71,18 @@ struct config_enum<LossBlocks> {
       {{LossBlocks::auto_, "auto"}, {LossBlocks::on, "on"}, {LossBlocks::off, "off"}}};
 };
 
+// tf32: whether fp32 matrix products and convolutions on a CUDA GPU may run as TF32 (10-bit mantissa products, fp32
+// accumulation): default = torch's defaults, which the labs' 32-true runs have (matmuls in IEEE fp32, cuDNN
+// convolutions in TF32); on = both in TF32 (torch.backends.cuda.matmul.allow_tf32 and cudnn.allow_tf32, what
+// Lightning's set_float32_matmul_precision("high") gives the matmuls); off = both in IEEE fp32, as a CPU computes.
+// No effect on 16-bit products or on a CPU.
+enum class Tf32 { default_, on, off };
+template <>
+struct config_enum<Tf32> {
+  static constexpr std::array<std::pair<Tf32, std::string_view>, 3> values{
+      {{Tf32::default_, "default"}, {Tf32::on, "on"}, {Tf32::off, "off"}}};
+};
+
 // data_order: the order of an epoch's rows: fixed (the data's order, the same on every world size), or as the labs'
 // loaders shuffle it: DataLoader(shuffle=True) with a generator seeded `seed` on one rank, torch's
 // DistributedSampler(shuffle=True, seed=seed) with set_epoch on several (data/lab_order.hpp).
@@ -147,6 +159,7 @@ struct RunConfig {
   std::int64_t threads = 0;
   CpuLowp cpu_lowp = CpuLowp::auto_;
   LossBlocks loss_blocks = LossBlocks::auto_;
+  Tf32 tf32 = Tf32::default_;
   std::int64_t log_every = 1;
   std::int64_t memory_every = 50;
   MemoryRanks memory_ranks = MemoryRanks::max;
@@ -166,7 +179,7 @@ std::optional<std::int64_t> parse_bytes(std::string_view text);
 template <>
 struct config_fields<RunConfig> {
   static constexpr std::string_view title = "run config";
-  static constexpr std::array<FieldDoc, 64> docs{{
+  static constexpr std::array<FieldDoc, 65> docs{{
       {"model",
        "model preset of the experiment's model family (--help lists them, e.g. tiny); ignored when model_dir "
        "is set"},
@@ -295,6 +308,10 @@ struct config_fields<RunConfig> {
        "vocabulary, so the (rows, vocab) fp32 logits never exist (3 such tensors less at the top of backward; one "
        "more product of the head in backward); off = the whole logits at once, as transformers; auto = on where the "
        "device is a GPU (a dry run's target included), off on a CPU"},
+      {"tf32",
+       "fp32 products on a CUDA GPU: default = torch's defaults (matmuls in IEEE fp32, cuDNN convolutions in TF32); "
+       "on = matmuls and convolutions in TF32 (faster, about 1e-3 relative error per product); off = both in IEEE "
+       "fp32, as a CPU computes; no effect on 16-bit products or on a CPU"},
       {"log_every", "print a step line every N steps"},
       {"memory_every", "take memory snapshots at steps 0, 1 and every N steps"},
       {"memory_ranks",

@@ -26,7 +26,7 @@ inline constexpr std::int64_t kLossBlockBytes = std::int64_t{32} << 20;
 struct Gemm {
   Lowp lowp = Lowp::native;
   // The language-model heads' product and loss (ops/loss.hpp): in blocks of the vocabulary whose fp32 logits take
-  // at most this many bytes, or 0: the whole (rows, V) logits at once.
+  // at most this many bytes (but no more than 8 blocks), or 0: the whole (rows, V) logits at once.
   std::int64_t loss_block_bytes = 0;
 
   // True when a product of tensors of t's dtype is widened.

@@ -20,15 +20,16 @@ concept counts_training_flops = requires(const typename M::Config& c, std::int64
 };
 
 // Dense (no sparsity) peak FLOP/s from the vendors' data sheets, bf16/fp16 tensor-core rate for a bf16 or fp16
-// compute dtype, the fp32 (non-tensor-core: PyTorch leaves TF32 off for matmuls) rate otherwise:
+// compute dtype, the fp32 (non-tensor-core: PyTorch leaves TF32 off for matmuls unless tf32=on) rate otherwise:
 //   H100 SXM (and "H100 80GB HBM3")  989.4e12 / 66.9e12     H100 PCIe  756.5e12 / 51.2e12
 //   H100 NVL                          835.5e12 / 60.0e12     H200       989.4e12 / 66.9e12 (H200 NVL: as H100 NVL)
 //   A100 (SXM and PCIe)               312.0e12 / 19.5e12
 // nullopt for any other name.
 std::optional<double> peak_flops(std::string_view device_name, c10::ScalarType compute_dtype);
 
-// The CUDA device's name through the CUDA runtime and peak_flops of it; nullopt for a CPU device, a build without
-// CUDA, or a GPU the table lacks (give peak_tflops= then).
+// The CUDA device's name through the CUDA runtime and peak_flops of it (for fp32 with TF32 matmuls, tf32=on: half
+// the bf16 rate, the TF32 tensor-core rate); nullopt for a CPU device, a build without CUDA, or a GPU the table
+// lacks (give peak_tflops= then).
 std::optional<double> device_peak_flops(c10::Device device, c10::ScalarType compute_dtype);
 
 // flops_per_step / step_s / devices / peak: the fraction of the devices' peak the step achieved.
