@@ -104,7 +104,8 @@ at::Tensor attend(const T5Config& c, const CallWeights& w, std::size_t first, co
 // The self-attention sub-layer's attention on rms_norm(x): q, k, v from one node (norm_linear).
 at::Tensor self_attention(const T5Config& c, const CallWeights& w, std::size_t first, const at::Tensor& x,
                           const at::Tensor& bias) {
-  const std::vector<at::Tensor> qkv = norm_linear(c, w, x, first + attention_norm, {first + q_w, first + k_w, first + v_w});
+  const std::vector<at::Tensor> qkv =
+      norm_linear(c, w, x, first + attention_norm, {first + q_w, first + k_w, first + v_w});
   return attend(c, w, first, qkv[0], qkv[1], qkv[2], bias);
 }
 

@@ -56,11 +56,14 @@ at::Tensor renormalize(const at::Tensor& x, const at::Tensor& weight, const at::
 
 // The gradients of weight * n(x) for the gradient g of its output, as autograd differentiates the forward's ops:
 // dweight = sum_to(g * n) and dn = g * weight; then n's own chain (the fused kernel's backward, or the fp32 ops'
-// derivatives: n = h * r with r = rsqrt(m + eps), m = mean(p), p = h^2, h = x in fp32). Each when asked.
+// derivatives: n = h * r with r = rsqrt(m + eps), m = mean(p), p = h^2, h = x in fp32). Each when asked; `normed`
+// is n when the caller has recomputed it already (undefined: recomputed here when dweight needs it).
 void rms_norm_backward(const at::Tensor& g, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& rstd,
-                       double eps, RmsForm form, bool fused, bool need_x, bool need_weight, at::Tensor& dx,
-                       at::Tensor& dweight) {
-  if (need_weight) dweight = at::sum_to(g * renormalize(x, weight, rstd, eps, form, fused), weight.sizes());
+                       double eps, RmsForm form, bool fused, bool need_x, bool need_weight, const at::Tensor& normed,
+                       at::Tensor& dx, at::Tensor& dweight) {
+  if (need_weight)
+    dweight = at::sum_to(g * (normed.defined() ? normed : renormalize(x, weight, rstd, eps, form, fused)),
+                         weight.sizes());
   if (!need_x) return;
   if (fused) {
     const at::Tensor dn = g * weight;
@@ -100,7 +103,7 @@ struct RmsNorm : torch::autograd::Function<RmsNorm> {
     at::Tensor dx, dweight;
     rms_norm_backward(grads[0], saved[0], saved[1], saved[2], ctx->saved_data["eps"].toDouble(),
                       static_cast<RmsForm>(ctx->saved_data["form"].toInt()), ctx->saved_data["fused"].toBool(),
-                      ctx->needs_input_grad(0), ctx->needs_input_grad(1), dx, dweight);
+                      ctx->needs_input_grad(0), ctx->needs_input_grad(1), at::Tensor(), dx, dweight);
     return {dx, dweight, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
@@ -252,9 +255,13 @@ struct RmsNormLinear : torch::autograd::Function<RmsNormLinear> {
     const auto form = static_cast<RmsForm>(ctx->saved_data["form"].toInt());
     const bool fused = ctx->saved_data["fused"].toBool();
     const bool need_x = ctx->needs_input_grad(0), need_norm_weight = ctx->needs_input_grad(1);
-    at::Tensor h;  // recomputed once, the first time a weight needs it
+    at::Tensor normed, h;  // recomputed once, the first time a weight (or the norm's weight) needs them
+    const auto normed_x = [&] {
+      if (!normed.defined()) normed = renormalize(x, norm_weight, rstd, eps, form, fused);
+      return normed;
+    };
     const auto h_rows = [&] {
-      if (!h.defined()) h = rows(norm_weight * renormalize(x, norm_weight, rstd, eps, form, fused));
+      if (!h.defined()) h = rows(norm_weight * normed_x());
       return h;
     };
     variable_list out(2 + n + 4);
@@ -265,8 +272,8 @@ struct RmsNormLinear : torch::autograd::Function<RmsNormLinear> {
       if (d.defined()) dh = dh.defined() ? dh + d : d;
     }
     if (need_x || need_norm_weight)
-      rms_norm_backward(dh.view(x.sizes()), x, norm_weight, rstd, eps, form, fused, need_x, need_norm_weight, out[0],
-                        out[1]);
+      rms_norm_backward(dh.view(x.sizes()), x, norm_weight, rstd, eps, form, fused, need_x, need_norm_weight,
+                        need_norm_weight ? normed_x() : at::Tensor(), out[0], out[1]);
     return out;
   }
 };
@@ -331,7 +338,8 @@ at::Tensor gelu_linear(const Gemm& gemm, const at::Tensor& x, const at::Tensor& 
 std::vector<at::Tensor> rms_norm_linear(const Gemm& gemm, const at::Tensor& x, const at::Tensor& norm_weight,
                                         double eps, RmsForm form, bool fused, at::TensorList weights) {
   if (weights.empty()) throw Error("ops::rms_norm_linear: no linear layer to feed");
-  if (fused && form != RmsForm::llama) throw Error("ops::rms_norm_linear: the fused kernels compute the llama form only");
+  if (fused && form != RmsForm::llama)
+    throw Error("ops::rms_norm_linear: the fused kernels compute the llama form only");
   // Autograd takes no undefined tensor as an input.
   if (!norm_weight.defined() || std::any_of(weights.begin(), weights.end(), [](const at::Tensor& t) {
         return !t.defined();

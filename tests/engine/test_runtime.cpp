@@ -61,7 +61,8 @@ TEST_CASE("choose_gemm blocks the language models' loss as loss_blocks says, aut
   CHECK(choose_gemm(CpuLowp::auto_, at::kFloat, meta, LossBlocks::auto_).gemm.loss_block_bytes == ops::kLossBlockBytes);
 }
 
-TEST_CASE("make_runtime sets CUDA's fp32 matmul and convolution precision as tf32 says, default leaves it", "[engine]") {
+TEST_CASE("make_runtime sets CUDA's fp32 matmul and convolution precision as tf32 says, default leaves it",
+          "[engine]") {
   auto& context = at::globalContext();
   const bool matmul = context.allowTF32CuBLAS(), conv = context.allowTF32CuDNN();
   RunConfig cfg;

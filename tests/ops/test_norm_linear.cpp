@@ -117,7 +117,8 @@ TEST_CASE("gated_linear is act(gate) * up then the linear layer, forward and bac
           INFO("dtype " << c10::toString(t) << (lowp == Lowp::widen ? " widened" : "")
                         << (act == ops::GateAct::silu ? " silu" : " gelu_tanh") << (frozen ? " frozen weight" : ""));
           const at::Tensor gate = leaf({3, 4, 32}, t), up = leaf({3, 4, 32}, t), w = leaf({12, 32}, t, !frozen, 0.2);
-          const std::vector<at::Tensor> a{copy_leaf(gate), copy_leaf(up), copy_leaf(w)}, r{copy_leaf(gate), copy_leaf(up), copy_leaf(w)};
+          const std::vector<at::Tensor> a{copy_leaf(gate), copy_leaf(up), copy_leaf(w)},
+              r{copy_leaf(gate), copy_leaf(up), copy_leaf(w)};
           const at::Tensor ya = ops::gated_linear(gemm, a[0], a[1], a[2], act);
           const at::Tensor yr = gemm.linear(ops::gated(r[0], r[1], act), r[2], at::Tensor());
           const double tol = t == at::kFloat ? 1e-5 : 4e-3;

@@ -10,11 +10,11 @@
 // batch 16, 0.73 GiB for a 7B Llama at 4 x 512 tokens.
 //
 // Blocked (gemm.loss_block_bytes > 0): the vocabulary in blocks whose fp32 logits (and fp32 weight rows) take at
-// most that many bytes each, but no more than 8 blocks (each block launches two products of the head and about
-// twenty elementwise kernels: at a GPU batch of 16 x 2048 tokens, 32 MiB blocks would be 125 of them); the forward keeps a running log-sum-exp per row and the target's logit, and saves x, W
-// and the fp32 log-sum-exp only; the backward
-// recomputes each block's logits (one more product of the head: 2 x rows x H x V FLOPs) and turns them into that
-// block's gradient (softmax - one-hot) / kept rows, rounded to x's dtype as the op-by-op form's cast does, which
+// most that many bytes each, but no more than 8 blocks (each block launches four products of the head and about
+// twenty elementwise kernels: at a GPU batch of 16 x 2048 tokens, 32 MiB blocks would be 125 of them); the forward
+// keeps a running log-sum-exp per row and the target's logit, and saves x, W and the fp32 log-sum-exp only; the
+// backward recomputes each block's logits (one more product of the head: 2 x rows x H x V FLOPs) and turns them
+// into that block's gradient (softmax - one-hot) / kept rows, rounded to x's dtype as the op-by-op form's cast does, which
 // gives W's gradient rows for the block in full and a partial product for x's gradient, summed in fp32 and rounded
 // once. The same numbers as the whole form up to summation order (the log-sum-exp is accumulated block by block);
 // a few blocks of fp32 logits live at once instead of three full copies.
