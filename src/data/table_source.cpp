@@ -181,6 +181,7 @@ TableFiles find_table_files(const fs::path& data, std::string_view split) {
 }
 
 std::string with_commas(std::int64_t n) {
+  if (n < 0) return std::to_string(n);  // a damaged count, as it is
   std::string digits = std::to_string(n), out;
   for (std::size_t i = 0; i < digits.size(); ++i) {
     if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
@@ -334,6 +335,29 @@ struct ParquetFile {
   std::unique_ptr<parquet::arrow::FileReader> reader;
 };
 
+// Decoded row groups are kept up to this many bytes (and at least two).
+constexpr std::int64_t kDecodedBytes = std::int64_t{512} << 20;
+// The most a row group's rows may take at their fewest bytes (below): the reader allocates for every row its footer
+// claims before it reads a page (levels, offsets, validity, values; several times this), so a damaged count must be
+// refused from the footer. Row groups as datasets and pyarrow write them (at most 100 MB; 1,048,576 rows) are below.
+constexpr std::int64_t kRowGroupBytes = std::int64_t{128} << 20;
+
+// The fewest bytes one row of `type` decodes to in Arrow: its fixed width, or the offset of a string or list (whose
+// values may be empty), the children of a struct; at least one byte (a validity bit and the reader's levels).
+std::int64_t min_row_bytes(const arrow::DataType& type) {
+  std::int64_t bytes = 0;
+  if (type.id() == arrow::Type::STRUCT) {
+    for (const auto& child : type.fields()) bytes += min_row_bytes(*child->type());
+  } else if (const auto* fixed = dynamic_cast<const arrow::FixedWidthType*>(&type)) {
+    bytes = fixed->bit_width() / 8;
+  } else if (arrow::is_large_binary_like(type.id()) || type.id() == arrow::Type::LARGE_LIST) {
+    bytes = 8;
+  } else {
+    bytes = 4;
+  }
+  return std::max<std::int64_t>(bytes, 1);
+}
+
 void add_parquet_file(const fs::path& path, std::size_t index, std::vector<Chunk>& chunks, std::int64_t& rows,
                       std::shared_ptr<arrow::Schema>& schema, std::vector<ParquetFile>& readers) {
   constexpr std::string_view fix = "the file is truncated or not Parquet (download it again)";
@@ -353,6 +377,26 @@ void add_parquet_file(const fs::path& path, std::size_t index, std::vector<Chunk
                       ") differ from the first file's (" + schema->ToString() + "); one table's files share them");
   }
   const auto metadata = reader->parquet_reader()->metadata();
+  // Rows are found by the row groups' counts, and a row group is decoded whole: a count over kRowGroupBytes (a
+  // damaged footer claiming 10^11 rows) or one that disagrees with the file's is refused before anything is allocated.
+  std::int64_t row_bytes = 0;
+  for (const auto& field : file_schema->fields()) row_bytes += min_row_bytes(*field->type());
+  std::int64_t claimed = 0;
+  for (int g = 0; g < metadata->num_row_groups(); ++g) {
+    const std::int64_t n = metadata->RowGroup(g)->num_rows();
+    if (const std::int64_t most = kRowGroupBytes / std::max<std::int64_t>(row_bytes, 1); n < 0 || n > most) {
+      throw FormatError(path.string() + ": row group " + std::to_string(g) + " claims " + with_commas(n) +
+                        " rows, more than tessera decodes at once (" + with_commas(most) + " rows of these columns, " +
+                        std::to_string(kRowGroupBytes >> 20) + " MiB at their " + std::to_string(row_bytes) +
+                        " fixed bytes a row); if the file is whole, write it again with smaller row groups " +
+                        "(pyarrow.parquet.write_table(..., row_group_size=))");
+    }
+    claimed += n;
+  }
+  if (claimed != metadata->num_rows()) {
+    throw FormatError(path.string() + ": its row groups hold " + with_commas(claimed) + " rows, its footer says " +
+                      with_commas(metadata->num_rows()) + "; " + std::string(fix));
+  }
   std::int64_t file_rows = 0;
   for (int g = 0; g < metadata->num_row_groups(); ++g) {
     const std::int64_t n = metadata->RowGroup(g)->num_rows();
@@ -375,9 +419,8 @@ struct TableSource::Impl {
   std::vector<TableColumn> columns;
   std::int64_t rows = 0;
   std::string description;
-  // Decoded row groups, most recent first, up to kCacheBytes of them (and at least two): rows read in order decode
+  // Decoded row groups, most recent first, up to kDecodedBytes of them (and at least two): rows read in order decode
   // each group once; a shuffled order over a table larger than that decodes a group again on each miss.
-  static constexpr std::int64_t kCacheBytes = std::int64_t{512} << 20;
   mutable std::mutex mutex;
   mutable std::list<std::pair<std::size_t, std::shared_ptr<arrow::RecordBatch>>> cache;
   mutable std::int64_t cache_bytes = 0;
@@ -420,7 +463,7 @@ struct TableSource::Impl {
     }
     cache.emplace_front(c, decoded);
     cache_bytes += arrow::util::TotalBufferSize(*decoded);
-    while (cache.size() > 2 && cache_bytes > kCacheBytes) {
+    while (cache.size() > 2 && cache_bytes > kDecodedBytes) {
       cache_bytes -= arrow::util::TotalBufferSize(*cache.back().second);
       cache.pop_back();
     }

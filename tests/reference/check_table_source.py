@@ -10,7 +10,8 @@ table_dump reads each with tessera; every value must equal what `datasets` reads
 image's encoded bytes by length and FNV-1a 64 hash), and the row count and columns must agree.
 Then the bad tables must be refused, exit 1, with the message naming what is wrong: a truncated Arrow file, a
 state.json naming a file that is not there, a missing column (the message lists the columns), a Parquet file of
-another schema in a directory, a null caption (file, row and column), a split that is not there (the splits listed).
+another schema in a directory, a null caption (file, row and column), a split that is not there (the splits
+listed), a Parquet footer whose row group claims 10^11 rows (a fuzzing find).
 
 usage: check_table_source.py TABLE_DUMP [--perturb --expect-mismatch]
 --perturb changes one expected caption: a negative control, which must then see a mismatch. Exit 0 when all agree,
@@ -35,6 +36,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from PIL import Image  # noqa: E402
 
 datasets.disable_progress_bars()
+HERE = os.path.dirname(os.path.abspath(__file__))
 FEATURES = datasets.Features({"image": datasets.Image(), "text": datasets.Value("string"),
                               "label": datasets.ClassLabel(names=["burger", "dessert", "soup"])})
 CAPTIONS = ["a burger with fries", "crème brûlée on a plate", "миска супа", "拉面 and 🙂", "",
@@ -185,6 +187,15 @@ def main():
         pq.write_table(pa.table({"text": ["a"] * 1000 + [None] + ["b"] * 99}), nulls, row_group_size=300)
         bad_cases.append(("a null caption in row 1000 of 1,100", nulls, "train", ["text:text"],
                           ["nulls.parquet row 1000 column 'text'", "null"]))
+        # A damaged footer (found by tests/fuzz/fuzz_table): row group 0 claims 139,429,082,747 rows where the file
+        # says 2; decoding it would allocate for all of them (pyarrow itself runs out of memory on it).
+        claims = os.path.join(tmp, "claims.parquet")
+        with open(os.path.join(HERE, "..", "fuzz", "regressions", "fuzz_table",
+                               "fuzz_table-oom-80db7d58aa540f3cb41a5be4785f3c336fc20b65"), "rb") as f, \
+                open(claims, "wb") as g:
+            g.write(f.read())
+        bad_cases.append(("a row group claiming 10^11 rows", claims, "train", [],
+                          ["claims.parquet: row group 0 claims 139,429,082,747 rows", "row_group_size"]))
         not_table = os.path.join(tmp, "empty_dir")
         os.makedirs(not_table)
         bad_cases.append(("no table", not_table, "train", [], ["no state.json", "*.parquet"]))
