@@ -34,6 +34,14 @@ tessera_dry_run(seed001_fsdp_4_ranks 0 "[predict] rank 0 of 4 on a CUDA device" 
 tessera_dry_run(tiny_on_cpu 0 "FITS" llama-fp32 batch_size=2 seq_len=64)
 tessera_dry_run(zero_devices 2 "devices=0: --dry-run predicts for this many ranks" llama-fp32 devices=0)
 tessera_dry_run(bad_device_memory 2 "device_memory=lots: must be a size with a unit" llama-fp32 device_memory=lots)
+tessera_dry_run(bad_peak_holders 2 "peak_holders=-1: must be from 0 (none) to 1000" llama-fp32 peak_holders=-1)
+# peak_holders=N: the N largest holders of the peak and what set it; the tiny Llama's peak is in its loss's backward.
+# The largest holder of seed002-bf16-true's peak is the OPT layers' state (96 storages of 150.06 MiB: parameters and
+# two AdamW moments of 32 layers in bf16).
+tessera_dry_run(peak_holders_tiny 0 "the peak was reached allocating in" llama-fp32 batch_size=2 seq_len=64
+  peak_holders=4)
+tessera_dry_run(peak_holders_seed002 0 "14.07  aten::empty                                              96 x 150.06 MiB"
+  seed002-bf16-true device=cuda device_memory=80GiB peak_holders=3)
 tessera_dry_run(small_device 3 "DOES NOT FIT: before the forward pass of step 0" llama-fp32 device_memory=1MiB)
 
 # max_memory= (CPU): the run stops at the allocation that would exceed it with where it was, the breakdown, the predicted

@@ -346,6 +346,9 @@ void validate(const RunConfig& cfg) {
             "must be in (0, 1], e.g. predict_mfu=0.4");
   p.require(std::isfinite(cfg.link_gb_s) && cfg.link_gb_s > 0 && cfg.link_gb_s <= 1e6, "link_gb_s",
             "must be a finite number of GB/s > 0, e.g. link_gb_s=450 for NVLink");
+  p.require(cfg.peak_holders >= 0 && cfg.peak_holders <= limits::peak_holders, "peak_holders",
+            "must be from 0 (none) to " + std::to_string(limits::peak_holders) +
+                " (the largest holders of the predicted peak --dry-run lists)");
   p.require(cfg.memory_every >= 1, "memory_every",
             "must be >= 1 (memory snapshots at steps 0, 1 and every N)");
   p.require(!cfg.model_dir.empty() || !cfg.model.empty(), "model",

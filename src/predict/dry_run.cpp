@@ -127,6 +127,48 @@ Verdict judge(const Prediction& p, std::int64_t limit) {
                     gib(double(limit - p.device_peak())) + " GiB to spare)"};
 }
 
+namespace {
+
+// Bytes in MiB, to 0.01 MiB (storages of nearly the same size are told apart: "125.02", "125.06"); "0.004" below.
+std::string mib(std::int64_t bytes) {
+  char b[32];
+  const double m = double(bytes) / double(1 << 20);
+  std::snprintf(b, sizeof b, m >= 0.01 ? "%.2f" : "%.3g", m);
+  return b;
+}
+
+// The n largest holders of the peak, one line each, then the rest in one line.
+std::string format_holders(const memory::PeakHolders& h, std::int64_t n, bool host_included) {
+  if (n <= 0 || h.holders.empty()) return {};
+  std::string s = "  held at the peak (GiB; storages by the LibTorch operator that allocated them, in backward with "
+                  "its autograd node" + std::string(host_included ? "; host buffers included" : "") + "):\n";
+  char line[400];
+  std::int64_t rest = 0, rest_tensors = 0, shown = 0;
+  for (const memory::PeakHolder& holder : h.holders) {
+    if (shown++ < n) {
+      const std::string count = holder.storage_bytes > 0
+                                    ? std::to_string(holder.tensors) + " x " + mib(holder.storage_bytes) + " MiB"
+                                    : std::to_string(holder.tensors) + " storages";
+      std::snprintf(line, sizeof line, "  %9s  %-56s %s\n", gib(double(holder.bytes)).c_str(), holder.made_by.c_str(),
+                    count.c_str());
+      s += line;
+    } else {
+      rest += holder.bytes;
+      rest_tensors += holder.tensors;
+    }
+  }
+  if (rest > 0) {
+    std::snprintf(line, sizeof line, "  %9s  %-56s %lld storages\n", gib(double(rest)).c_str(),
+                  ("the other " + std::to_string(h.holders.size() - static_cast<std::size_t>(n)) + " kinds").c_str(),
+                  static_cast<long long>(rest_tensors));
+    s += line;
+  }
+  if (!h.reached_in.empty()) s += "  the peak was reached allocating in " + h.reached_in + "\n";
+  return s;
+}
+
+}  // namespace
+
 std::string format_prediction(const Prediction& p, const RunConfig& cfg, double peak_flops_per_device) {
   const bool gpu = p.target != c10::DeviceType::CPU;
   std::string s = "[predict] rank 0 of " + std::to_string(p.world_size) + " on " + (gpu ? "a CUDA device" : "the CPU") +
@@ -143,7 +185,9 @@ std::string format_prediction(const Prediction& p, const RunConfig& cfg, double 
                   gib(double(p.device_allocated(ph))).c_str());
     s += line;
   }
-  s += "  peak " + gib(double(p.device_peak())) + " GiB" + (gpu && p.host > 0 ? " on the device, " + gib(double(p.host)) + " GiB in host memory" : "") + "\n";
+  s += "  peak " + gib(double(p.device_peak())) + " GiB" +
+       (gpu && p.host > 0 ? " on the device, " + gib(double(p.host)) + " GiB in host memory" : "") + "\n";
+  s += format_holders(p.holders, cfg.peak_holders, gpu && p.host > 0);
   if (p.comm.ops > 0)
     s += "  collectives per step: all-reduce " + gib(double(p.comm.all_reduce)) + " GiB, all-gather " +
          gib(double(p.comm.all_gather)) + " GiB, reduce-scatter " + gib(double(p.comm.reduce_scatter)) + " GiB (" +

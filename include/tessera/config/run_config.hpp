@@ -166,6 +166,7 @@ struct RunConfig {
   MemoryMicro memory_micro = MemoryMicro::first;
   double peak_tflops = 0.0;
   bool predict = true;
+  std::int64_t peak_holders = 0;
   std::string device_memory;
   double predict_mfu = 0.4;
   double link_gb_s = 100.0;
@@ -179,7 +180,7 @@ std::optional<std::int64_t> parse_bytes(std::string_view text);
 template <>
 struct config_fields<RunConfig> {
   static constexpr std::string_view title = "run config";
-  static constexpr std::array<FieldDoc, 65> docs{{
+  static constexpr std::array<FieldDoc, 66> docs{{
       {"model",
        "model preset of the experiment's model family (--help lists them, e.g. tiny); ignored when model_dir "
        "is set"},
@@ -326,6 +327,9 @@ struct config_fields<RunConfig> {
       {"predict",
        "true = predict the run's memory per phase before it starts (a dry run on the meta device) and print it "
        "against the measured figures at the end, both in the metrics"},
+      {"peak_holders",
+       "--dry-run: also list the N largest holders of the predicted peak, the bytes live then by what allocated "
+       "them (the LibTorch operator, and the autograd node in backward); 0 = none"},
       {"device_memory",
        "the memory one device has, for --dry-run's FITS / DOES NOT FIT, e.g. 80GiB or 40GB; empty = this "
        "machine's device (a GPU's total memory, the host's RAM on the CPU)"},
@@ -355,6 +359,7 @@ inline constexpr std::int64_t shard_group_size = 1 << 20;         // ranks
 inline constexpr std::int64_t lora_r = 1 << 16;                   // wider than every linear of the supported models
 inline constexpr double bucket_cap_mb = 1 << 20;                  // 1 TiB: larger than any device's memory
 inline constexpr std::int64_t threads = 1 << 12;                  // make_runtime also caps it at the machine's threads
+inline constexpr std::int64_t peak_holders = 1000;                // lines of a table to read
 }  // namespace limits
 
 // Throws ConfigError listing every broken rule, one "key=value: what is allowed" per line.

@@ -46,6 +46,8 @@ struct Prediction {
   dist::CollectiveBytes comm;  // step 1's collectives on rank 0
   double step_flops = 0;      // the model FLOPs of one optimizer step, all ranks (0: the family does not count them)
   std::int64_t tokens_per_step = 0;
+  // With peak_holders=N > 0: what the bytes live at `peak` were, by what allocated them (largest first).
+  memory::PeakHolders holders;
 
   // What one device holds at its peak: on a GPU the host figures are not device memory; on the CPU they are.
   std::int64_t device_peak() const { return target == c10::DeviceType::CPU ? peak : std::max<std::int64_t>(0, peak - host); }
@@ -69,7 +71,8 @@ struct Verdict {
 Verdict judge(const Prediction& p, std::int64_t device_memory);
 
 // The prediction table --dry-run prints: one row per phase (params, grads, optimizer state on the device and on the
-// host, activations and buffers, allocated), the peak, the collectives and the step time.
+// host, activations and buffers, allocated), the peak, with peak_holders=N its N largest holders, the collectives
+// and the step time.
 std::string format_prediction(const Prediction& p, const RunConfig& cfg, double peak_flops_per_device);
 
 // device_memory= in bytes, else this machine's device's: a GPU's total memory, the host's physical memory on the
@@ -91,6 +94,8 @@ Prediction dry_run(RunConfig cfg, int world_size, int ranks_per_node = 8) {
   DryRunScope scope(0, world_size, ranks_per_node, target);
   memory::set_meta_rounding(target == c10::DeviceType::CUDA ? 512 : 1);
   {
+    std::optional<memory::MetaPeakTagging> tagging;
+    if (cfg.peak_holders > 0) tagging.emplace();
     Trainer trainer(cfg, ReportOptions{false, 1, false, false});
     memory::reset_peak(c10::Device(c10::DeviceType::Meta));
     const std::int64_t steps = std::min<std::int64_t>(2, trainer.total_steps());
@@ -116,6 +121,7 @@ Prediction dry_run(RunConfig cfg, int world_size, int ranks_per_node = 8) {
     if (!p.phases.empty()) p.host = p.phases.back().owned.cpu();
     p.step_flops = trainer.step_flops();
     p.tokens_per_step = trainer.tokens_per_step();
+    if (tagging) p.holders = tagging->at_peak();
   }
   memory::set_meta_rounding(1);
   return p;
