@@ -119,6 +119,44 @@ if(TESSERA_WITH_ARROW AND NOT TARGET tessera::arrow)
   endif()
 endif()
 
+# LibTorch is linked as tessera::torch: torch's usage requirements (headers, definitions, flags) and its CPU library,
+# but not libtorch_cuda.so, whose loading (its kernels' registration: ~0.3 s and ~350 MB resident in every process)
+# a machine without a GPU never uses and no tessera code calls into. libtessera loads it before main() where a CUDA
+# driver is installed (src/core/cuda_kernels.cpp, core/cuda_kernels.hpp): the link option below pulls that loader
+# into every program that links tessera::tessera.
+if(NOT TARGET tessera::torch)
+  add_library(tessera::torch INTERFACE IMPORTED)
+  set(_tessera_torch_links torch_cpu_library)
+  if(TARGET torch_cuda)
+    # torch_cuda_library's usage requirements without the forced link of libtorch_cuda.so itself.
+    add_library(tessera::torch_cuda_usage INTERFACE IMPORTED)
+    foreach(_tessera_property COMPILE_DEFINITIONS COMPILE_OPTIONS INCLUDE_DIRECTORIES SYSTEM_INCLUDE_DIRECTORIES
+                              LINK_LIBRARIES)
+      set_property(TARGET tessera::torch_cuda_usage PROPERTY INTERFACE_${_tessera_property}
+                   "$<TARGET_PROPERTY:torch_cuda,INTERFACE_${_tessera_property}>")
+    endforeach()
+    list(APPEND _tessera_torch_links tessera::torch_cuda_usage)
+    set_property(TARGET tessera::torch PROPERTY INTERFACE_LINK_OPTIONS "LINKER:--undefined=tessera_cuda_kernels_loader")
+  endif()
+  foreach(_tessera_property COMPILE_DEFINITIONS COMPILE_OPTIONS INCLUDE_DIRECTORIES SYSTEM_INCLUDE_DIRECTORIES)
+    get_target_property(_tessera_value torch INTERFACE_${_tessera_property})
+    if(_tessera_value)
+      set_property(TARGET tessera::torch PROPERTY INTERFACE_${_tessera_property} "${_tessera_value}")
+    endif()
+  endforeach()
+  set_property(TARGET tessera::torch PROPERTY INTERFACE_LINK_LIBRARIES ${_tessera_torch_links})
+endif()
+
+# The torch wheel's libraries export their own copy of std::filesystem (built by another GCC), which is broken
+# when our code calls it (a null call inside std::filesystem::remove_all). Binding those symbols to the system
+# libstdc++ needs it ahead of LibTorch in the dynamic loader's search order: first on the link line.
+# libsentencepiece must come before LibTorch too: it and c10 both export a global FLAGS_minloglevel (sentencepiece's a
+# 32-byte flag object, c10's a 4-byte int), and both libraries bind to whichever is loaded first. With c10's first,
+# sentencepiece's static constructor writes its object over c10's variable and the bytes after it
+# (FLAGS_caffe2_use_fatal_for_enforce among them) before main(); with its own first, each is intact (c10 only writes
+# the flag when parsing --minloglevel, which tessera never does). SentencePiece::from_model_bytes checks the order.
+set(TESSERA_TORCH_TARGETS stdc++ tessera::sentencepiece tessera::torch)
+
 # Imported targets are visible only in the directory that found them; when tessera is added with
 # add_subdirectory(), the parent project links tessera::tessera and must see torch, torch_cpu, c10, ... too.
 if(NOT PROJECT_IS_TOP_LEVEL)
@@ -130,16 +168,6 @@ if(NOT PROJECT_IS_TOP_LEVEL)
     endif()
   endforeach()
 endif()
-
-# The torch wheel's libtorch.so exports its own copy of std::filesystem (built by another GCC), which is broken
-# when our code calls it (a null call inside std::filesystem::remove_all). Binding those symbols to the system
-# libstdc++ needs it ahead of libtorch in the dynamic loader's search order: first on the link line.
-# libsentencepiece must come before LibTorch too: it and c10 both export a global FLAGS_minloglevel (sentencepiece's a
-# 32-byte flag object, c10's a 4-byte int), and both libraries bind to whichever is loaded first. With c10's first,
-# sentencepiece's static constructor writes its object over c10's variable and the bytes after it
-# (FLAGS_caffe2_use_fatal_for_enforce among them) before main(); with its own first, each is intact (c10 only writes
-# the flag when parsing --minloglevel, which tessera never does). SentencePiece::from_model_bytes checks the order.
-set(TESSERA_TORCH_TARGETS stdc++ tessera::sentencepiece torch)
 
 if(TORCH_CUDA_LIBRARIES)
   set(TESSERA_WITH_CUDA ON)

@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "tessera/core/cuda_kernels.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/memory/counting_cpu_allocator.hpp"
 #include "tessera/memory/counting_meta_allocator.hpp"
@@ -29,9 +30,9 @@ Runtime make_runtime(const RunConfig& cfg, const JobPlace& place) {
                                                      : c10::Device(c10::DeviceType::CUDA,
                                                                    static_cast<c10::DeviceIndex>(place.local_rank % gpus));
     } else if (want_cuda) {
-      throw ConfigError("device=" + cfg.device +
-                        ": no CUDA device is usable here (no GPU visible, or LibTorch built without CUDA); use "
-                        "device=cpu or device=auto");
+      throw ConfigError("device=" + cfg.device + ": no CUDA device is usable here (" +
+                        (cuda_kernels().loaded ? std::string("no GPU visible") : cuda_kernels().reason) +
+                        "); use device=cpu or device=auto");
     }
   }
   const auto cores = static_cast<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()));
