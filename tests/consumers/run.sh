@@ -15,6 +15,12 @@ else
   # (the Conan case, conan.sh, compiles the package from its sources).
   args+=(-DTESSERA_SOURCE_DIR="$source" -DTESSERA_LIBRARY="$build/libtessera.a")
 fi
+# The consumer's own compile through ccache where it is installed, as a project of its own would set it: a run that
+# compiled the same consumer before (this machine, any clone: CCACHE_BASEDIR) answers from the cache, and the
+# configuration, targets, usage requirements, link and run are tested every time.
+if command -v ccache >/dev/null; then
+  args+=(-DCMAKE_CXX_COMPILER_LAUNCHER="env;CCACHE_BASEDIR=$source;ccache")
+fi
 cmake "${args[@]}" >/dev/null
 cmake --build "$work/build" >/dev/null
 "$work/build/consumer-experiment" max_steps=1 batch_size=1 seq_len=16 threads=1 | tee "$work/out.txt" | grep '^\[done\]'
