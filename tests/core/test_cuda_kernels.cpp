@@ -1,9 +1,10 @@
 // LibTorch's CUDA kernels, loaded at program start where a CUDA driver is installed (core/cuda_kernels.hpp): what
-// cuda_kernels() reports is what the process holds -- libtorch_cuda.so in memory, and CUDA kernels registered for
-// ATen's operators (the dispatcher's entry of aten::add.Tensor) -- and what TESSERA_CUDA_KERNELS asked for. ctest
-// runs this file as it is (auto: no driver on a CPU machine, so nothing is loaded there) and again with
-// TESSERA_CUDA_KERNELS=load (unit.core.test_cuda_kernels.load) and =skip (.skip).
+// cuda_kernels() reports is what the process holds -- libtorch_cuda.so in memory, CUDA kernels registered for ATen's
+// operators (the dispatcher's entry of aten::add.Tensor), ATen's CUDA hooks those of the library -- and what
+// TESSERA_CUDA_KERNELS asked for. ctest runs this file as it is (auto: no driver on a CPU machine, so nothing is
+// loaded there) and again with TESSERA_CUDA_KERNELS=load (unit.core.test_cuda_kernels.load) and =skip (.skip).
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <dlfcn.h>
 
 #include <catch2/catch.hpp>
@@ -32,6 +33,8 @@ TEST_CASE("cuda_kernels() reports what the process holds, as TESSERA_CUDA_KERNEL
 #ifdef TESSERA_TEST_WITH_CUDA
   CHECK(k.loaded == torch_cuda_in_process());
   CHECK(k.loaded == cuda_kernel_registered());
+  // ATen's CUDA hooks (behind at::hasCUDA()) are fixed at their first use: the loaded library's, not the stub's.
+  CHECK(k.loaded == at::detail::getCUDAHooks().isBuilt());
   const char* setting = std::getenv("TESSERA_CUDA_KERNELS");
   const std::string want = setting ? setting : "auto";
   if (want == "load") {
