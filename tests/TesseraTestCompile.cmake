@@ -58,12 +58,12 @@ foreach(header ${_public_headers})
   set_tests_properties(header_alone.${id} PROPERTIES LABELS compile)
 endforeach()
 
-# 3. Adam8bit's CUDA kernel compiles where nvcc is found but CUDA LibTorch is not (it is built into tessera
-#    otherwise).
+# 3. tessera's CUDA kernels (Adam8bit's, the rotary embedding's) compile where nvcc is found but CUDA LibTorch is
+#    not (they are built into tessera otherwise).
 if(NOT TESSERA_WITH_CUDA)
   find_program(TESSERA_NVCC nvcc HINTS ENV CUDACXX PATHS /usr/local/cuda/bin)
   if(TESSERA_NVCC)
-    foreach(cu ${TESSERA_OPTIM_CUDA_SOURCES})
+    foreach(cu ${TESSERA_CUDA_SOURCES})
       get_filename_component(name "${cu}" NAME_WE)
       add_test(NAME compile_cuda.${name}
         COMMAND ${TESSERA_NVCC} -std=c++17 -Werror all-warnings -c "${cu}" -o "${CMAKE_CURRENT_BINARY_DIR}/${name}.o")

@@ -11,7 +11,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$root/.bundle"
 [ -n "$(ls "$root/.bundle/debs"/*.deb 2>/dev/null)" ] || "$root/scripts/offline-bundle.sh" "$root/.bundle/debs"
 binaries=$(awk '!/^#/ && NF {print "examples/" $4}' "$root/bench/gpu/cases.txt" | sort -u)
-catalogue=$(cd "$build" && ls catalogue/seed002-* catalogue/tessera-catalogue)
+catalogue=$(cd "$build" && ls catalogue/seed002-* catalogue/seed001-llama7b-1gpu catalogue/tessera-catalogue)
 staging=$(mktemp -d)
 trap 'rm -rf "$staging"' EXIT
 mkdir -p "$staging/lib"

@@ -10,24 +10,27 @@
 # load here, run.sh configures and builds them itself against this machine's torch (slower by a few minutes).
 #
 # Steps, each under its own timeout, skipped once TESSERA_GPU_BUDGET_S (default 450) seconds have passed:
-#   1. smoke: the tiny Llama, fp32, device=cuda
-#   seed002: seed 002's catalogue steps at full size (TESSERA_GPU_SEED002, binaries; random weights in the published
-#      shapes, synthetic images and captions, TESSERA_GPU_SEED002_STEPS optimizer steps, default 3): tessera's binary
-#      (measured peak, predicted peak, step time) beside bench/gpu/lab_blip2.py, the lab's Lightning script on the
-#      same step's settings
+#   1. smoke: the tiny Llama, fp32, device=cuda (again with TESSERA_CUDA_KERNELS=load when it finds no CUDA kernels)
 #   2. the measured bf16 GEMM rate (8192^3, median of 20) for MFU
 #   3. performance: llama-1b (TinyLlama's shape), bf16, seq 2048, AdamW, at each batch of TESSERA_GPU_BATCHES
 #      (default "16 24" on a GPU of 100 GB or more, else "8"): tessera (llama-bf16true, predicted against measured
-#      peak), then bench/gpu/peers.py eager, compiled, lightning, fsdp2 (same batch, steps and warm-up; the sides are
-#      TESSERA_GPU_PEERS); then torch.profiler
+#      peak), the same with each setting of TESSERA_GPU_VARIANTS, then bench/gpu/peers.py eager, compiled, lightning,
+#      fsdp2 (same batch, steps and warm-up; the sides are TESSERA_GPU_PEERS); then torch.profiler
 #      over two eager steps (profile_eager.txt)
 #   4. correctness: bench/gpu/cases.sh cuda (every precision, checkpointing, Adam8bit, offload, LoRA/QLoRA, the
 #      sharding policies at 2 and 4 ranks through the MPI communicator, OPT, T5, ViT, BLIP-2) against the CPU losses
 #      committed in bench/gpu/refs_cpu.json; tessera_nccl_tests at one rank; Adam8bit's CUDA kernel against its CPU
 #      loop (tessera_tests "[cuda]")
-#   5. seed 001's open-llama-7b, bf16-true, batch 4, seq 512, 3 steps, on one GPU (predicted against measured)
+#   seed002: seed 002's catalogue steps at full size (TESSERA_GPU_SEED002, binaries; random weights in the published
+#      shapes, synthetic images and captions, TESSERA_GPU_SEED002_STEPS optimizer steps, default 3): tessera's binary
+#      (measured peak, predicted peak, step time) beside bench/gpu/lab_blip2.py, the lab's Lightning script on the
+#      same step's settings
+#   5. seed 001's one-GPU step (catalogue/seed001-llama7b-1gpu: open-llama-7b, bf16-true, batch 4, seq 512) for
+#      TESSERA_GPU_SEED001_STEPS (default 6) steps after one warm-up step, beside peers.py eager on the same shape
+#      (bench/gpu/open-llama-7b.config.json) and settings (predicted against measured peak)
 #   6. nsys profile of 5 tessera llama-1b steps, the top kernels (only when nsys is installed); ncu: every kernel of
-#      2 steps under Nsight Compute, by kind and name (bench/gpu/kernels.py; only when ncu is installed)
+#      a one-step tessera llama-1b run (initialization's kernels included, at most 6000 launches, within
+#      TESSERA_GPU_NCU_S seconds, default 150) under Nsight Compute, by kind and name (bench/gpu/kernels.py; only when ncu is installed)
 #
 # TESSERA_GPU_SECTIONS picks sections (default all: "smoke seed002 gemm perf profile cases nccl seed001 nsys ncu"), e.g. a short
 # call after a change: TESSERA_GPU_SECTIONS="perf cases" TESSERA_GPU_BATCHES=16 TESSERA_GPU_PEERS=eager
@@ -92,25 +95,16 @@ if [ -n "$missing" ] || ! "$bin/examples/llama-fp32" --help >/dev/null 2>&1; the
 fi
 gib() { python3 -c "print(f'{$1 / 2**30:.2f}')"; }
 
-if want seed002; then
-section "seed 002 at full size: tessera against the lab's Lightning script"
-seed_steps=${TESSERA_GPU_SEED002_STEPS:-3}
-rows=${TESSERA_GPU_SEED002:-seed002-bf16-true seed002-sgd seed002-larger-model seed002-bf16-mixed seed002-lora}
-for b in $rows; do
-  step "$b" 150 "$bin/catalogue/$b" max_steps="$seed_steps" device=cuda metrics="$runs/$b.jsonl" \
-    >"$runs/$b.log" 2>&1 || tail -6 "$runs/$b.log"
-  grep -E '^(step [0-9]+/|\[done\]|\[predict\])' "$runs/$b.log" | tail -5
-  step "lab-$b" 180 python3 "$root/bench/gpu/lab_blip2.py" "$b" --build "$bin" --steps "$seed_steps" \
-    >"$runs/lab-$b.out" 2>&1 || tail -6 "$runs/lab-$b.out"
-  grep '^{' "$runs/lab-$b.out" | tail -1 | tee "$runs/lab-$b.json" | cut -c1-400
-done
-# shellcheck disable=SC2086
-python3 "$root/bench/gpu/summary.py" seed002 "$runs" $rows | tee -a "$summary"
-fi
-
 if want smoke; then
 section "1. smoke"
-step smoke 60 "$bin/examples/llama-fp32" model=tiny max_steps=2 device=cuda predict=false | tail -4
+step smoke 60 "$bin/examples/llama-fp32" model=tiny max_steps=2 device=cuda predict=false >"$runs/smoke.log" 2>&1
+tail -4 "$runs/smoke.log"
+if grep -q 'CUDA' "$runs/smoke.log" && ! grep -q '^\[done\]' "$runs/smoke.log"; then
+  # LibTorch's CUDA kernels are loaded where libcuda.so.1 loads (core/cuda_kernels.hpp); ask for them outright.
+  echo "smoke: again with TESSERA_CUDA_KERNELS=load"
+  export TESSERA_CUDA_KERNELS=load
+  step smoke-load 60 "$bin/examples/llama-fp32" model=tiny max_steps=2 device=cuda predict=false 2>&1 | tail -4
+fi
 fi
 
 if want gemm; then
@@ -174,6 +168,7 @@ section "4. correctness on CUDA"
 reserve=10  # seconds kept for the sections after the cases
 want nccl && reserve=$((reserve + 10))
 want seed001 && reserve=$((reserve + 60))
+want seed002 && reserve=$((reserve + 150))
 TESSERA_CASES="${TESSERA_GPU_CASES:-}" step cases 200 "$root/bench/gpu/cases.sh" cuda "$bin/examples" "$runs/cases" "$((deadline - reserve))"
 echo >>"$summary"; echo "## CUDA losses against CPU (bench/gpu/cases.sh)" >>"$summary"
 TESSERA_CASES="${TESSERA_GPU_CASES:-}" python3 "$root/bench/gpu/losses.py" compare "$root/bench/gpu/refs_cpu.json" "$runs/cases" | tee -a "$summary"
@@ -185,12 +180,34 @@ step adam8bit-cuda 60 "$bin/tests/tessera_tests" "[cuda]" 2>&1 | tail -6
 echo "- tessera_tests [cuda] (Adam8bit's CUDA kernel against its CPU loop): rc=${PIPESTATUS[0]}" >>"$summary"
 fi
 
+if want seed002; then
+section "seed 002 at full size: tessera against the lab's Lightning script"
+seed_steps=${TESSERA_GPU_SEED002_STEPS:-3}
+rows=${TESSERA_GPU_SEED002:-seed002-bf16-true seed002-sgd seed002-larger-model seed002-bf16-mixed seed002-lora}
+for b in $rows; do
+  step "$b" 150 "$bin/catalogue/$b" max_steps="$seed_steps" device=cuda metrics="$runs/$b.jsonl" \
+    >"$runs/$b.log" 2>&1 || tail -6 "$runs/$b.log"
+  grep -E '^(step [0-9]+/|\[done\]|\[predict\])' "$runs/$b.log" | tail -5
+  step "lab-$b" 180 python3 "$root/bench/gpu/lab_blip2.py" "$b" --build "$bin" --steps "$seed_steps" \
+    >"$runs/lab-$b.out" 2>&1 || tail -6 "$runs/lab-$b.out"
+  grep '^{' "$runs/lab-$b.out" | tail -1 | tee "$runs/lab-$b.json" | cut -c1-400
+done
+# shellcheck disable=SC2086
+python3 "$root/bench/gpu/summary.py" seed002 "$runs" $rows | tee -a "$summary"
+fi
+
 if want seed001; then
-section "5. seed 001: open-llama-7b, bf16-true, batch 4, seq 512"
-step seed001-7b 150 "$bin/examples/llama-bf16true" model=open-llama-7b seq_len=512 batch_size=4 max_steps=3 \
-  lr=1e-4 device=cuda metrics="$runs/seed001-7b.jsonl" >"$runs/seed001-7b.log" 2>&1
-grep -v '^  [a-z_]* *|' "$runs/seed001-7b.log" | tail -22
-python3 "$root/bench/gpu/summary.py" run "$runs/seed001-7b.jsonl" "seed 001 open-llama-7b" | tee -a "$summary"
+section "5. seed 001: open-llama-7b on one GPU (seed001-llama7b-1gpu: bf16-true, batch 4, seq 512) against the eager HF loop"
+s1_steps=${TESSERA_GPU_SEED001_STEPS:-6}
+step seed001-7b 150 "$bin/catalogue/seed001-llama7b-1gpu" max_steps="$((s1_steps + 1))" device=cuda \
+  metrics="$runs/seed001-7b.jsonl" >"$runs/seed001-7b.log" 2>&1
+grep -v '^  [a-z_]* *|' "$runs/seed001-7b.log" | tail -12
+step eager-7b 150 python3 "$root/bench/gpu/peers.py" eager --config "$root/bench/gpu/open-llama-7b.config.json" \
+  --batch 4 --seq-len 512 --steps "$s1_steps" --warmup 1 >"$runs/eager-7b.out" 2>&1 || tail -8 "$runs/eager-7b.out"
+grep '^{' "$runs/eager-7b.out" | tail -1 | tee "$runs/eager-7b.json" | cut -c1-300
+python3 "$root/bench/gpu/summary.py" pair "$runs/seed001-7b.jsonl" "$runs/eager-7b.json" 1 \
+  "seed 001 open-llama-7b (seed001-llama7b-1gpu), bf16-true, batch 4, seq 512, one GPU: tessera against the eager HF loop" | tee -a "$summary"
+python3 "$root/bench/gpu/summary.py" run "$runs/seed001-7b.jsonl" "tessera seed001-llama7b-1gpu: memory by phase" | tee -a "$summary"
 fi
 
 section "6. profile"
@@ -207,8 +224,9 @@ fi
 # Nsight Compute (on the machine when nsys is not): every kernel of a 2-step tessera llama-1b run, timed one at a time
 # (gpu__time_duration, one pass per kernel), summed by kind and name by bench/gpu/kernels.py.
 if want ncu && command -v ncu >/dev/null 2>&1; then
-  step ncu 240 ncu --csv --metrics gpu__time_duration.sum --log-file /tmp/tessera-ncu.csv "$bin/examples/llama-bf16true" \
-    model=llama-1b seq_len=2048 batch_size="$first" max_steps=2 lr=1e-4 device=cuda predict=false >/dev/null 2>&1
+  step ncu "${TESSERA_GPU_NCU_S:-150}" ncu --csv --metrics gpu__time_duration.sum --launch-count 6000 \
+    --log-file /tmp/tessera-ncu.csv "$bin/examples/llama-bf16true" model=llama-1b seq_len=2048 batch_size="$first" \
+    max_steps=1 lr=1e-4 device=cuda predict=false >/dev/null 2>&1
   python3 "$root/bench/gpu/kernels.py" /tmp/tessera-ncu.csv 30 | tee "$out/ncu_kernels.md" | head -45
   { echo; echo "## tessera llama-1b, 2 steps, batch $first: kernels (Nsight Compute)"; echo; cat "$out/ncu_kernels.md"; } >>"$summary"
 fi

@@ -9,6 +9,9 @@ usage: summary.py perf RUNS WARMUP BATCH...
                                      (H100/H200 SXM bf16 dense spec), peak memory (the caching allocator's peak)
        summary.py run FILE TITLE     one tessera metrics file: its memory per phase, step times, predicted and
                                      measured peak
+       summary.py pair TESSERA.jsonl PEER.json WARMUP TITLE
+                                     one tessera run beside one peers.py run of the same shape and settings: ms/step
+                                     and tokens/s over the steps after WARMUP, peak memory, tessera's prediction
        summary.py seed002 RUNS BINARY...
                                      per catalogue step, tessera (RUNS/BINARY.jsonl) beside the lab's Lightning
                                      script (RUNS/lab-BINARY.json, bench/gpu/lab_blip2.py): measured peak (the caching
@@ -98,6 +101,32 @@ def perf(runs, warmup, batch):
     print()
 
 
+def pair(tessera_path, peer_path, warmup, title):
+    t = tessera_side(tessera_path, warmup)
+    p = records(peer_path)
+    p = p[-1] if p and "side" in p[-1] else None
+    print(f"## {title}")
+    print()
+    print("| side | ms/step | tokens/s | peak GiB | tessera / peer peak | peer / tessera time | note |")
+    print("|---|---|---|---|---|---|---|")
+    if t is None:
+        print("| tessera | | | | | | no result (see log.txt) |")
+    else:
+        note = ""
+        if t.get("predicted_peak"):
+            note = f"predicted peak {t['predicted_peak'] / GIB:.2f} GiB ({(t['predicted_peak'] / t['peak_bytes'] - 1) * 100:+.1f}%)"
+        ok = p is not None and "tokens_per_s" in p and p.get("peak_bytes")
+        ratio = f"{t['peak_bytes'] / p['peak_bytes']:.3f}" if ok else ""
+        speed = f"{p['step_ms'] / t['step_ms']:.2f}x" if ok else ""
+        print(f"| tessera | {t['step_ms']:.1f} | {t['tokens_per_s']:.0f} | {t['peak_bytes'] / GIB:.2f} | {ratio} | {speed} | {note} |")
+    if p is None or "tokens_per_s" not in p:
+        print(f"| {p['side'] if p else 'peer'} | | | | | | {'out of memory' if p and p.get('oom') else 'no result'} |")
+    else:
+        peak = f"{p['peak_bytes'] / GIB:.2f}" if p.get("peak_bytes") else ""
+        print(f"| {p['side']} | {p['step_ms']:.1f} | {p['tokens_per_s']:.0f} | {peak} | | | |")
+    print()
+
+
 def run(path, title):
     recs = records(path)
     print(f"## {title}")
@@ -174,6 +203,9 @@ def seed002(runs, binaries):
 def main():
     if sys.argv[1] == "seed002":
         seed002(sys.argv[2], sys.argv[3:])
+        return 0
+    if sys.argv[1] == "pair":
+        pair(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
         return 0
     if sys.argv[1] == "perf":
         for batch in sys.argv[4:]:

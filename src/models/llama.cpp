@@ -7,6 +7,7 @@
 #include "tessera/ops/fused.hpp"
 #include "tessera/ops/loss.hpp"
 #include "tessera/ops/norm_linear.hpp"
+#include "tessera/ops/rope.hpp"
 
 #include <cmath>
 #include <limits>
@@ -38,17 +39,6 @@ std::vector<at::Tensor> norm_linear(const LlamaConfig& c, const CallWeights& w, 
   std::vector<at::Tensor> weights;
   for (const std::size_t j : layers) weights.push_back(w[0][j]);
   return ops::rms_norm_linear(w.gemm, x, w[0][norm], c.rms_norm_eps, ops::RmsForm::llama, fused_norm(x), weights);
-}
-
-// (..., D) -> cat(-x[..., D/2:], x[..., :D/2])
-at::Tensor rotate_half(const at::Tensor& x) {
-  const auto half = x.size(-1) / 2;
-  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-}
-
-// x (B, heads, T, D); cos/sin (T, D)
-at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  return x * cos + rotate_half(x) * sin;
 }
 
 }  // namespace
@@ -127,8 +117,8 @@ at::Tensor decoder_layer(const LlamaConfig& c, const Llama::Context& ctx, const 
   at::Tensor q = qkv[0].view({b, t, heads, d}).transpose(1, 2);
   at::Tensor k = qkv[1].view({b, t, kv_heads, d}).transpose(1, 2);
   const at::Tensor v = qkv[2].view({b, t, kv_heads, d}).transpose(1, 2);
-  q = apply_rope(q, cos, sin);
-  k = apply_rope(k, cos, sin);
+  q = ops::rope(q, cos, sin);  // on CUDA one kernel each way (ops/rope.hpp)
+  k = ops::rope(k, cos, sin);
   // HF's default "sdpa" attention: causal, scaled by 1/sqrt(D), grouped-query heads shared by enable_gqa
   // (each kv head serves heads / kv_heads query heads, as repeat_kv does). (B, heads, T, D) -> (B, T, heads*D).
   const at::Tensor attn = w.gemm.attention(q, k, v, /*mask=*/std::nullopt, /*causal=*/true, /*scale=*/std::nullopt,

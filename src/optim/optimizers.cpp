@@ -1,10 +1,13 @@
 // The update rules of the built-in optimizer policies, on flat 1-D buffers (one call per unit).
 #include <ATen/ATen.h>
+#include <ATen/ops/_fused_adamw.h>
 
 #include <cmath>
 
 #include "tessera/optim/adamw.hpp"
 #include "tessera/optim/cpu_adamw.hpp"
+#include "tessera/optim/fused_adamw.hpp"
+#include "tessera/engine/target.hpp"
 #include "tessera/optim/sgd.hpp"
 
 namespace tessera {
@@ -21,6 +24,19 @@ void AdamW::step(State& state, at::Tensor& flat_param, const at::Tensor& flat_gr
   if (flat_param.is_cpu() && flat_grad.is_cpu() && flat_param.scalar_type() == at::kFloat &&
       state.exp_avg.scalar_type() == at::kFloat && flat_param.is_contiguous() && flat_grad.is_contiguous()) {
     cpu_step(state, flat_param, flat_grad, hyper, nullptr);
+    return;
+  }
+  // On CUDA, parameters, gradients and state of one dtype: ATen's fused kernel (optim/fused_adamw.hpp), one read and
+  // write of p, g, m, v and no temporaries; a dry run for CUDA (meta tensors) takes this branch too.
+  const auto dtype = flat_param.scalar_type();
+  if (kernel_target(flat_param) == c10::DeviceType::CUDA && flat_grad.scalar_type() == dtype &&
+      state.exp_avg.scalar_type() == dtype && state.exp_avg_sq.scalar_type() == dtype && flat_param.is_contiguous() &&
+      flat_grad.is_contiguous()) {
+    if (flat_param.is_meta()) {
+      state.steps += 1;
+      return;
+    }
+    optim::fused_adamw_step(state, flat_param, flat_grad, hyper);
     return;
   }
   state.steps += 1;
@@ -42,6 +58,16 @@ void AdamW::step(State& state, at::Tensor& flat_param, const at::Tensor& flat_gr
   } else {
     flat_param.add_((state.exp_avg / denom).mul_(-step_size).to(flat_param.scalar_type()));
   }
+}
+
+void optim::fused_adamw_step(AdamW::State& state, at::Tensor& flat_param, const at::Tensor& flat_grad,
+                             const StepHyper& hyper) {
+  at::NoGradGuard no_grad;
+  state.steps += 1;
+  // The kernel reads the step count from a float tensor on the parameters' device (torch keeps it as state).
+  const at::Tensor step = at::full({}, static_cast<double>(state.steps), flat_param.options().dtype(at::kFloat));
+  at::_fused_adamw_({flat_param}, {flat_grad}, {state.exp_avg}, {state.exp_avg_sq}, {}, {step}, hyper.lr, hyper.beta1,
+                    hyper.beta2, hyper.weight_decay, AdamW::eps, /*amsgrad=*/false, /*maximize=*/false);
 }
 
 bool AdamW::cpu_step(State& state, at::Tensor& master, const at::Tensor& grad, const StepHyper& hyper,

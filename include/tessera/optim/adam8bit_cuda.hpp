@@ -5,9 +5,9 @@
 // Plain C++ (no torch types), so the .cu file builds without LibTorch's headers.
 #include <cstdint>
 
-namespace tessera::cuda {
+#include "../core/cuda_float_type.hpp"  // relative: the .cu file builds with no -I
 
-enum class FloatType : int { f32 = 0, f16 = 1, bf16 = 2 };
+namespace tessera::cuda {
 
 // p: n params of p_type; g: n grads of g_type; m_codes/v_codes: n codes; m_absmax/v_absmax: ceil(n/block)
 // values; map_signed/map_unsigned: the 256-entry dynamic maps; all device pointers. block must be 256.
