@@ -19,8 +19,9 @@
 #      over two eager steps (profile_eager.txt)
 #   4. correctness: bench/gpu/cases.sh cuda (every precision, checkpointing, Adam8bit, offload, LoRA/QLoRA, the
 #      sharding policies at 2 and 4 ranks through the MPI communicator, OPT, T5, ViT, BLIP-2) against the CPU losses
-#      committed in bench/gpu/refs_cpu.json; tessera_nccl_tests at one rank; Adam8bit's CUDA kernel against its CPU
-#      loop (tessera_tests "[cuda]")
+#      committed in bench/gpu/refs_cpu.json; tessera_nccl_tests at one rank; tessera's CUDA paths (tessera_tests
+#      "[cuda]": Adam8bit's kernel against its CPU loop, RoPE's against the op-by-op form, AdamW against its fused
+#      kernel on the CPU)
 #   seed002: seed 002's catalogue steps at full size (TESSERA_GPU_SEED002, binaries; random weights in the published
 #      shapes, synthetic images and captions, TESSERA_GPU_SEED002_STEPS optimizer steps, default 3): tessera's binary
 #      (measured peak, predicted peak, step time) beside bench/gpu/lab_blip2.py, the lab's Lightning script on the
@@ -176,8 +177,8 @@ fi
 if want nccl; then
 step nccl 60 mpirun -np 1 "$bin/tests/tessera_nccl_tests" </dev/null 2>&1 | tail -4
 echo "- tessera_nccl_tests (NcclCommunicator, one rank): rc=${PIPESTATUS[0]}" >>"$summary"
-step adam8bit-cuda 60 "$bin/tests/tessera_tests" "[cuda]" 2>&1 | tail -6
-echo "- tessera_tests [cuda] (Adam8bit's CUDA kernel against its CPU loop): rc=${PIPESTATUS[0]}" >>"$summary"
+step cuda-tests 60 "$bin/tests/tessera_tests" "[cuda]" 2>&1 | tail -6
+echo "- tessera_tests [cuda] (tessera's CUDA paths: Adam8bit's and RoPE's kernels, AdamW's fused kernel): rc=${PIPESTATUS[0]}" >>"$summary"
 fi
 
 if want seed002; then

@@ -6,27 +6,10 @@
 #include <cuda_runtime.h>
 
 #include "../../include/tessera/ops/rope_cuda.hpp"  // relative: builds with no -I
+#include "../cuda_common/float_convert.cuh"
 
 namespace tessera::cuda {
 namespace {
-
-template <class T>
-__device__ __forceinline__ float to_float(T x);
-template <>
-__device__ __forceinline__ float to_float<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ float to_float<__half>(__half x) { return __half2float(x); }
-template <>
-__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <class T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ float from_float<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 struct Strides {  // elements; the last dimension's is 1
   std::int64_t b, h, t;
