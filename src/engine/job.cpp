@@ -1,4 +1,5 @@
-// implements: engine/job.hpp and engine/target.hpp, over tessera::dist::World when tessera is built with MPI.
+// implements: engine/job.hpp, over tessera::dist::World when tessera is built with MPI (the dry run's target is
+// engine/target.hpp's, src/engine/target.cpp).
 #include "tessera/engine/job.hpp"
 #include "tessera/engine/target.hpp"
 
@@ -30,10 +31,9 @@ namespace {
 
 int solo_depth = 0;  // live SoloScopes
 
-// The live DryRunScope's rank, job and target.
+// The live DryRunScope's rank and job (its target: engine/target.hpp).
 struct DryRun {
   JobPlace place;
-  c10::DeviceType target;
   std::shared_ptr<dist::CollectiveBytes> bytes;
 };
 std::optional<DryRun> dry_run;
@@ -204,19 +204,14 @@ DryRunScope::DryRunScope(int rank, int size, int ranks_per_node, c10::DeviceType
     throw Error("a dry run needs 0 <= rank < size and ranks_per_node >= 1 (got rank " + std::to_string(rank) +
                 " of " + std::to_string(size) + ", " + std::to_string(ranks_per_node) + " per node)");
   const int per_node = std::min(ranks_per_node, size);
-  dry = job::DryRun{JobPlace{rank, size, rank % per_node, per_node, (size + per_node - 1) / per_node}, target, bytes_};
+  dry = job::DryRun{JobPlace{rank, size, rank % per_node, per_node, (size + per_node - 1) / per_node}, bytes_};
+  detail::set_dry_run_target(target);
 }
-DryRunScope::~DryRunScope() { job::dry_run_ref().reset(); }
-std::optional<c10::DeviceType> DryRunScope::active_target() {
-  const auto& dry = job::dry_run_ref();
-  return dry ? std::optional<c10::DeviceType>(dry->target) : std::nullopt;
+DryRunScope::~DryRunScope() {
+  job::dry_run_ref().reset();
+  detail::set_dry_run_target(std::nullopt);
 }
-
-c10::DeviceType kernel_target(const at::Tensor& t) {
-  if (t.is_meta())
-    if (const auto target = DryRunScope::active_target()) return *target;
-  return t.device().type();
-}
+std::optional<c10::DeviceType> DryRunScope::active_target() { return dry_run_target(); }
 
 bool launched_by_mpi() {
   // What mpirun/mpiexec (Open MPI, MPICH's hydra) and srun (PMI-2, PMIx) put in every rank's environment.
