@@ -9,6 +9,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <tuple>
@@ -44,12 +45,30 @@ at::Tensor embedding_backward_meta(const at::Tensor& grad, const at::Tensor&, c1
   return at::empty({num_weights.expect_int(), grad.size(-1)}, grad.options());
 }
 
+// (B, H, L, ev) in q's memory order (its dimensions by falling stride): what empty_like(q) gives with v's head size.
+at::Tensor empty_in_order_of(const at::Tensor& q, std::int64_t ev) {
+  std::array<std::int64_t, 4> order{0, 1, 2, 3};
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return q.stride(a) > q.stride(b); });
+  std::array<std::int64_t, 4> sizes{}, back{};
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    sizes[i] = order[i] == 3 ? ev : q.size(order[i]);
+    back[order[i]] = static_cast<std::int64_t>(i);
+  }
+  return at::empty(sizes, q.options()).permute(back);
+}
+
 // _scaled_dot_product_flash_attention_for_cpu: output (B, H, L, Ev) laid out as (B, L, H, Ev), logsumexp (B, H, L)
-// fp32 laid out as (B, L, H).
+// fp32 laid out as (B, L, H). It also stands for a CUDA target's fused kernels (sdp_choice below), whose output
+// differs in layout only: the flash kernel's (16-bit floats) is allocated like q, in q's memory order, so that a q
+// contiguous as (B, H, L, D) gives an output whose (B, L, H * Ev) view downstream is a copy; the memory-efficient
+// kernel's (fp32) is (B, L, H, Ev) as the CPU's.
 std::tuple<at::Tensor, at::Tensor> flash_cpu_meta(const at::Tensor& q, const at::Tensor&, const at::Tensor& v, double,
                                                   bool, const std::optional<at::Tensor>&, std::optional<double>) {
   const auto b = q.size(0), h = q.size(1), l = q.size(2);
-  at::Tensor out = at::empty({b, l, h, v.size(3)}, q.options()).transpose(1, 2);
+  const bool cuda_flash = DryRunScope::active_target() == c10::DeviceType::CUDA &&
+                          (q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf);
+  at::Tensor out = cuda_flash ? empty_in_order_of(q, v.size(3))
+                              : at::empty({b, l, h, v.size(3)}, q.options()).transpose(1, 2);
   at::Tensor lse = at::empty({b, l, h}, q.options().dtype(at::kFloat)).transpose(1, 2);
   return {out, lse};
 }

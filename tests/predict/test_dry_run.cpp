@@ -155,3 +155,26 @@ TEST_CASE("parse_bytes reads the memory keys' sizes", "[predict][config]") {
   CHECK_FALSE(parse_bytes("-1GiB"));
   CHECK_FALSE(parse_bytes("80gib"));
 }
+
+TEST_CASE("the dry run's attention for a CUDA target: the flash kernel's output in q's memory order", "[predict]") {
+  predict::register_meta_kernels();
+  const auto meta = at::TensorOptions().device(at::kMeta);
+  // q as a family makes it, (B, L, H, D) memory seen as (B, H, L, D); and contiguous as (B, H, L, D).
+  const at::Tensor strided = at::empty({2, 6, 4, 8}, meta.dtype(at::kBFloat16)).transpose(1, 2);
+  const at::Tensor dense = at::empty({2, 4, 6, 8}, meta.dtype(at::kBFloat16));
+  const auto attend = [](const at::Tensor& q) { return at::scaled_dot_product_attention(q, q, q, {}, 0.0, true); };
+  {
+    const DryRunScope scope(0, 1, 1, c10::DeviceType::CUDA);
+    const at::Tensor from_strided = attend(strided), from_dense = attend(dense);
+    CHECK(from_strided.sizes() == c10::IntArrayRef{2, 4, 6, 8});
+    CHECK(from_strided.transpose(1, 2).is_contiguous());  // its (B, L, H * D) view is free
+    CHECK(from_dense.is_contiguous());                    // that view is a copy, as on the GPU
+    CHECK_FALSE(from_dense.transpose(1, 2).is_contiguous());
+    // fp32 takes the memory-efficient kernel: (B, L, H, D) whatever q's order
+    CHECK(attend(dense.to(at::kFloat)).transpose(1, 2).is_contiguous());
+  }
+  {
+    const DryRunScope scope(0, 1, 1, c10::DeviceType::CPU);  // the CPU's flash kernel: (B, L, H, Ev) always
+    CHECK(attend(dense).transpose(1, 2).is_contiguous());
+  }
+}
