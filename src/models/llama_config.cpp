@@ -35,8 +35,9 @@ LlamaConfig make(std::int64_t vocab, std::int64_t hidden, std::int64_t inter, st
   return c;
 }
 
-const std::array<std::pair<std::string_view, LlamaConfig>, 6>& presets() {
-  static const std::array<std::pair<std::string_view, LlamaConfig>, 6> table{{
+const std::array<std::pair<std::string_view, LlamaConfig>, 7>& presets() {
+  static const std::array<std::pair<std::string_view, LlamaConfig>, 7> table{{
+      {"micro", make(512, 64, 172, 2, 4, 2, 1e-5, 10000.0, 1024)},
       {"tiny", make(4096, 256, 688, 4, 8, 4, 1e-5, 10000.0, 1024)},
       {"llama-1b", make(32000, 2048, 5632, 22, 32, 4, 1e-5, 10000.0, 2048)},
       {"open-llama-3b", make(32000, 3200, 8640, 26, 32, 32, 1e-6, 10000.0, 2048)},

@@ -21,6 +21,7 @@ TEST_CASE("presets have their published parameter counts", "[models]") {
   const auto tiny = llama_preset("tiny").parameter_count();
   CHECK(tiny > 1'000'000);
   CHECK(tiny < 10'000'000);
+  CHECK(llama_preset("micro").parameter_count() == 156'480);  // docs/config.md's table
 }
 
 TEST_CASE("the parameter list agrees with the count and uses Hugging Face names", "[models]") {

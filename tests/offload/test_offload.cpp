@@ -37,44 +37,44 @@ const memory::MemorySnapshot& find(const std::vector<memory::MemorySnapshot>& al
 
 TEST_CASE("OffloadOptimizer with NoShard equals no offload (fp32, one process per rank)", "[offload]") {
   SoloScope solo;
-  check_offload_parity<Experiment<models::Llama, OffloadOptimizer>>(parity_run(), 1e-6);
-  RunConfig sgd = parity_run();
+  check_offload_parity<Experiment<models::Llama, OffloadOptimizer>>(micro_parity_run(), 1e-6);
+  RunConfig sgd = micro_parity_run();
   sgd.lr = 0.05;  // plain SGD moves parameters by lr * g: a larger lr so that they move measurably
   check_offload_parity<Experiment<models::Llama, OffloadOptimizer, Sgd>>(sgd, 1e-6);
 }
 
 TEST_CASE("OffloadOptimizer with ShardGradOp equals no offload (fp32)", "[offload][zero2]") {
-  check_offload_parity<Experiment<models::Llama, ShardGradOp, OffloadOptimizer>>(parity_run(), 1e-6);
-  check_offload_parity<Experiment<models::Llama, ShardGradOp, OffloadOptimizer>>(parity_run(2, 2), 1e-6);
+  check_offload_parity<Experiment<models::Llama, ShardGradOp, OffloadOptimizer>>(micro_parity_run(), 1e-6);
+  check_offload_parity<Experiment<models::Llama, ShardGradOp, OffloadOptimizer>>(micro_parity_run(2, 2), 1e-6);
 }
 
 TEST_CASE("OffloadOptimizer with FullShard equals no offload (fp32, with checkpointing)", "[offload][fsdp]") {
-  check_offload_parity<Experiment<models::Llama, FullShard, OffloadOptimizer>>(parity_run(), 1e-6);
-  check_offload_parity<Experiment<models::Llama, FullShard, OffloadOptimizer>>(parity_run(2, 2), 1e-6);
-  check_offload_parity<Experiment<models::Llama, FullShard, OffloadOptimizer, CheckpointEveryBlock>>(parity_run(), 1e-6);
+  check_offload_parity<Experiment<models::Llama, FullShard, OffloadOptimizer>>(micro_parity_run(), 1e-6);
+  check_offload_parity<Experiment<models::Llama, FullShard, OffloadOptimizer>>(micro_parity_run(2, 2), 1e-6);
+  check_offload_parity<Experiment<models::Llama, FullShard, OffloadOptimizer, CheckpointEveryBlock>>(micro_parity_run(), 1e-6);
 }
 
 TEST_CASE("OffloadParams with FullShard equals no offload (fp32)", "[offload][fsdp]") {
-  check_offload_parity<Experiment<models::Llama, FullShard, OffloadParams>>(parity_run(2, 2), 1e-6);
+  check_offload_parity<Experiment<models::Llama, FullShard, OffloadParams>>(micro_parity_run(2, 2), 1e-6);
 }
 
 TEST_CASE("OffloadOptimizer with Adam8bit: the same 8-bit step on the host master", "[offload][adam8bit]") {
   // Adam8bit's step runs the same CPU loop on the host master as on the device store here (both fp32 on the
   // CPU), so the only difference offload can make is in the plumbing: equal to 1e-6.
-  check_offload_parity<Experiment<models::Llama, ShardGradOp, Adam8bit, OffloadOptimizer>>(parity_run(), 1e-6);
+  check_offload_parity<Experiment<models::Llama, ShardGradOp, Adam8bit, OffloadOptimizer>>(micro_parity_run(), 1e-6);
 }
 
 TEST_CASE("OffloadOptimizer with Ddp, Zero1 and HybridShard equals no offload (fp32)", "[offload]") {
-  check_offload_parity<Experiment<models::Llama, Ddp, OffloadOptimizer>>(parity_run(), 1e-6);
-  check_offload_parity<Experiment<models::Llama, Zero1, OffloadOptimizer>>(parity_run(), 1e-6);
-  check_offload_parity<Experiment<models::Llama, HybridShard, OffloadOptimizer>>(parity_run(), 1e-6);
+  check_offload_parity<Experiment<models::Llama, Ddp, OffloadOptimizer>>(micro_parity_run(), 1e-6);
+  check_offload_parity<Experiment<models::Llama, Zero1, OffloadOptimizer>>(micro_parity_run(), 1e-6);
+  check_offload_parity<Experiment<models::Llama, HybridShard, OffloadOptimizer>>(micro_parity_run(), 1e-6);
 }
 
 TEST_CASE("OffloadOptimizer in fp16-mixed: loss scaling unscales the host copies and skips together",
           "[offload][fp16]") {
   // The device keeps fp16 parameters (the fp32 master is on the CPU), so the comparison is with fp16 rounding
   // of the parameters the forward sees: the losses agree to bf16/fp16 level, not 1e-6.
-  RunConfig cfg = parity_run();
+  RunConfig cfg = micro_parity_run();
   cfg.lr = 1e-3;
   const RunResult got = train<Experiment<models::Llama, ShardGradOp, Fp16Mixed, OffloadOptimizer>>(cfg, 3);
   const RunResult want = train<Experiment<models::Llama, ShardGradOp, Fp16Mixed>>(cfg, 3);
@@ -84,7 +84,7 @@ TEST_CASE("OffloadOptimizer in fp16-mixed: loss scaling unscales the host copies
 
 TEST_CASE("OffloadOptimizer memory: no optimizer state on the device, AdamW's 8 bytes per parameter on the CPU",
           "[offload][memory]") {
-  const RunConfig cfg = parity_run();
+  const RunConfig cfg = micro_parity_run();
   Trainer<Experiment<models::Llama, ShardGradOp, OffloadOptimizer>> t(cfg, quiet());
   t.train_step(0);
   t.train_step(1);
@@ -122,7 +122,7 @@ TEST_CASE("OffloadOptimizer under ZeRO-2/3 streams gradients: none kept on the d
       CHECK(s.owned.grads_cpu == 4 * slice_elems);
     }
   };
-  RunConfig cfg = parity_run(2, 2);
+  RunConfig cfg = micro_parity_run(2, 2);
   cfg.memory_micro = MemoryMicro::all;  // the phases of the first micro-step too, where a kept shard would show
   Trainer<Experiment<models::Llama, ShardGradOp, OffloadOptimizer>> zero2(cfg, quiet());
   check(zero2);
@@ -140,7 +140,7 @@ TEST_CASE("OffloadOptimizer under ZeRO-2/3 streams gradients: none kept on the d
 }
 
 TEST_CASE("OffloadParams memory: no parameters or optimizer state on the device", "[offload][fsdp][memory]") {
-  const RunConfig cfg = parity_run();
+  const RunConfig cfg = micro_parity_run();
   Trainer<Experiment<models::Llama, FullShard, OffloadParams>> t(cfg, quiet());
   t.train_step(0);
   REQUIRE(t.params().device().is_cpu());

@@ -8,15 +8,15 @@ using namespace tessera::testing;
 using DdpFp32 = Experiment<models::Llama, Ddp>;
 
 TEST_CASE("Ddp equals the 1-rank run with world_size x batch_size rows (fp32)", "[sharding][ddp]") {
-  check_against_reference<DdpFp32>(parity_run(), 1e-5);
+  check_against_reference<DdpFp32>(micro_parity_run(), 1e-5);
 }
 
 TEST_CASE("Ddp with gradient accumulation: only the last micro-step reduces, same result", "[sharding][ddp]") {
-  check_against_reference<DdpFp32>(parity_run(2, 2), 1e-5);
+  check_against_reference<DdpFp32>(micro_parity_run(2, 2), 1e-5);
 }
 
 TEST_CASE("Ddp with 1 MiB buckets: several buckets, each reduced during backward, same result", "[sharding][ddp]") {
-  RunConfig cfg = parity_run();
+  RunConfig cfg = parity_run();  // tiny: 19 MiB of parameters in 1 MiB buckets
   cfg.bucket_cap_mb = 1;
   {
     Trainer<DdpFp32> t(cfg, quiet());
@@ -30,7 +30,7 @@ TEST_CASE("Ddp with 1 MiB buckets: several buckets, each reduced during backward
 }
 
 TEST_CASE("Ddp keeps everything on every rank", "[sharding][ddp][memory]") {
-  Trainer<DdpFp32> t(parity_run(), quiet());
+  Trainer<DdpFp32> t(micro_parity_run(), quiet());
   const std::int64_t n = t.params().numel();
   t.train_step(0);
   CHECK(t.params().param_bytes() == 4 * n);
@@ -41,13 +41,13 @@ TEST_CASE("Ddp in bf16-mixed: within bf16 tolerance of the 1-rank run", "[shardi
   // The forward runs in bf16 (8 mantissa bits) on both sides; gradients are reduced in fp32. The two runs
   // differ in how rows are grouped into GEMMs, which moves bf16 roundings of activations by one ulp
   // (2^-8 relative) here and there: losses agree to ~1e-4, parameters after 3 steps to ~1e-4.
-  check_against_reference<Experiment<models::Llama, Ddp, Bf16Mixed>>(parity_run(), 2e-3);
+  check_against_reference<Experiment<models::Llama, Ddp, Bf16Mixed>>(micro_parity_run(), 2e-3);
 }
 
 TEST_CASE("Ddp with Lora: the adapters' gradients are averaged, the frozen base never moves",
           "[sharding][ddp][lora]") {
   // Dropout off: its masks depend on which rank holds a row, so only the deterministic path can be compared.
-  RunConfig cfg = parity_run();
+  RunConfig cfg = micro_parity_run();
   cfg.lora_dropout = 0.0;
   cfg.lr = 1e-3;
   // 5e-5, not the dense runs' 1e-5: B starts at 0, so AdamW's first updates of B are ~lr*sign(g) and the ranks'

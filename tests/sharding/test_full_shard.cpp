@@ -14,20 +14,20 @@ using namespace tessera::testing;
 using FsdpFp32 = Experiment<models::Llama, FullShard>;
 
 TEST_CASE("FullShard equals the 1-rank run with world_size x batch_size rows (fp32)", "[sharding][fsdp]") {
-  check_against_reference<FsdpFp32>(parity_run(), 1e-5);
+  check_against_reference<FsdpFp32>(micro_parity_run(), 1e-5);
 }
 
 TEST_CASE("FullShard with gradient accumulation", "[sharding][fsdp]") {
-  check_against_reference<FsdpFp32>(parity_run(2, 2), 1e-5);
+  check_against_reference<FsdpFp32>(micro_parity_run(2, 2), 1e-5);
 }
 
 TEST_CASE("FullShard with every block checkpointed: gathered again for the recomputation", "[sharding][fsdp][checkpoint]") {
-  check_against_reference<Experiment<models::Llama, FullShard, CheckpointEveryBlock>>(parity_run(), 1e-5);
+  check_against_reference<Experiment<models::Llama, FullShard, CheckpointEveryBlock>>(micro_parity_run(), 1e-5);
 }
 
 TEST_CASE("FullShard with tied embeddings: the head gathers the embedding unit too", "[sharding][fsdp]") {
   // The tiny preset unties them; a tied model comes from a model directory.
-  RunConfig cfg = parity_run();
+  RunConfig cfg = micro_parity_run();
   const auto dir = std::filesystem::temp_directory_path() /
                    ("tessera-tied-" + std::to_string(::getpid()) + "-" + std::to_string(world_rank()));
   std::filesystem::create_directories(dir);
@@ -48,12 +48,12 @@ TEST_CASE("FullShard in bf16-mixed: bf16 gathers from fp32 master shards, fp32 g
           "[sharding][fsdp][bf16]") {
   // Tolerance as for Ddp in bf16-mixed (test_ddp.cpp): bf16 roundings of activations differ by one ulp
   // between GEMMs of B and of W*B rows.
-  check_against_reference<Experiment<models::Llama, FullShard, Bf16Mixed>>(parity_run(), 2e-3);
+  check_against_reference<Experiment<models::Llama, FullShard, Bf16Mixed>>(micro_parity_run(), 2e-3);
 }
 
 TEST_CASE("FullShard memory: params are 1/W of the 1-rank figure, forward peak within shard + 2 units + acts",
           "[sharding][fsdp][memory]") {
-  const RunConfig cfg = parity_run();
+  const RunConfig cfg = micro_parity_run();
   const std::int64_t w = world_size();
   std::vector<memory::MemorySnapshot> snapshots;
   {
@@ -101,7 +101,7 @@ TEST_CASE("FullShard memory: params are 1/W of the 1-rank figure, forward peak w
 }
 
 TEST_CASE("FullShard with other auto-wraps equals the 1-rank run (fp32)", "[sharding][fsdp][wrap]") {
-  RunConfig cfg = parity_run();
+  RunConfig cfg = micro_parity_run();
   SECTION("wrap_blocks=none: one root unit, the whole model gathered at once") { cfg.wrap_blocks = "none"; }
   SECTION("every unit wrapped: no root") { cfg.wrap_blocks = "LlamaDecoderLayer,embed_tokens,norm"; }
   check_against_reference<FsdpFp32>(cfg, 1e-5);
@@ -113,7 +113,7 @@ TEST_CASE("FullShard memory: without auto-wrap the whole model stays gathered th
   // activations are the same, so the difference of the after-forward residual (acts) is the blocks' gathered
   // bytes, which the default frees after each block's forward.
   auto after_forward_acts = [](const std::string& wrap) {
-    RunConfig cfg = parity_run();
+    RunConfig cfg = micro_parity_run();
     cfg.wrap_blocks = wrap;
     cfg.memory_every = 1;
     Trainer<FsdpFp32> t(cfg, quiet());
@@ -127,7 +127,7 @@ TEST_CASE("FullShard memory: without auto-wrap the whole model stays gathered th
   std::int64_t blocks = 0;
   {
     SoloScope solo;
-    Trainer<FsdpFp32> t(parity_run(), quiet());
+    Trainer<FsdpFp32> t(micro_parity_run(), quiet());
     for (std::size_t u = 1; u + 1 < t.params().num_units(); ++u) blocks += 4 * t.params().padded_numel(u);
   }
   const std::int64_t wrapped = after_forward_acts("all"), whole = after_forward_acts("none");
@@ -137,7 +137,7 @@ TEST_CASE("FullShard memory: without auto-wrap the whole model stays gathered th
 }
 
 TEST_CASE("wrap_blocks names what the family has", "[sharding][fsdp][wrap]") {
-  RunConfig cfg = parity_run();
+  RunConfig cfg = micro_parity_run();
   cfg.wrap_blocks = "OPTDecoderLayer";
   CHECK_THROWS_WITH((Trainer<FsdpFp32>(cfg, quiet())),
                     Catch::Contains("wrap_blocks=OPTDecoderLayer: 'OPTDecoderLayer' is no block type or module of "

@@ -10,7 +10,7 @@ using HsdpFp32 = Experiment<models::Llama, HybridShard>;
 namespace {
 // Groups of 2 at 4 ranks (two groups: gradients cross groups), one group at 2 ranks, a group of one at 1.
 RunConfig hybrid_run(std::int64_t accumulate = 1) {
-  RunConfig cfg = parity_run(2, accumulate);
+  RunConfig cfg = micro_parity_run(2, accumulate);
   cfg.shard_group_size = std::min(2, world_size());
   return cfg;
 }
@@ -25,7 +25,7 @@ TEST_CASE("HybridShard with gradient accumulation", "[sharding][hsdp]") {
 }
 
 TEST_CASE("HybridShard: default group is the node's ranks", "[sharding][hsdp]") {
-  RunConfig cfg = parity_run();
+  RunConfig cfg = micro_parity_run();
   Trainer<HsdpFp32> t(cfg, quiet());
   CHECK(t.shard_group_size() == job::place().local_size);
 }
@@ -40,7 +40,7 @@ TEST_CASE("HybridShard keeps 1/G of the parameters", "[sharding][hsdp][memory]")
 }
 
 TEST_CASE("HybridShard refuses a shard_group_size that does not divide the ranks", "[sharding][hsdp]") {
-  RunConfig cfg = parity_run();
+  RunConfig cfg = micro_parity_run();
   cfg.shard_group_size = 3;
   if (world_size() % 3 != 0)
     CHECK_THROWS_WITH((Trainer<HsdpFp32>(cfg, quiet())),
@@ -49,6 +49,6 @@ TEST_CASE("HybridShard refuses a shard_group_size that does not divide the ranks
 
 TEST_CASE("NoShard refuses a job of several ranks", "[sharding]") {
   if (world_size() > 1)
-    CHECK_THROWS_WITH((Trainer<Experiment<models::Llama, NoShard>>(parity_run(), quiet())),
+    CHECK_THROWS_WITH((Trainer<Experiment<models::Llama, NoShard>>(micro_parity_run(), quiet())),
                       Catch::Contains("runs in one process") && Catch::Contains("Ddp"));
 }

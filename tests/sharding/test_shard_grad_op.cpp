@@ -8,23 +8,23 @@ using namespace tessera::testing;
 using Zero2Fp32 = Experiment<models::Llama, ShardGradOp>;
 
 TEST_CASE("ShardGradOp equals the 1-rank run with world_size x batch_size rows (fp32)", "[sharding][zero2]") {
-  check_against_reference<Zero2Fp32>(parity_run(), 1e-5);
+  check_against_reference<Zero2Fp32>(micro_parity_run(), 1e-5);
 }
 
 TEST_CASE("ShardGradOp with gradient accumulation: reduce-scattered every micro-step, summed in the shard",
           "[sharding][zero2]") {
-  check_against_reference<Zero2Fp32>(parity_run(2, 2), 1e-5);
+  check_against_reference<Zero2Fp32>(micro_parity_run(2, 2), 1e-5);
 }
 
 TEST_CASE("ShardGradOp without auto-wrap: the root's gradients reduced together, with accumulation",
           "[sharding][zero2][wrap]") {
-  RunConfig cfg = parity_run(2, 2);
+  RunConfig cfg = micro_parity_run(2, 2);
   cfg.wrap_blocks = "none";
   check_against_reference<Experiment<models::Llama, ShardGradOp>>(cfg, 1e-5);
 }
 
 TEST_CASE("ShardGradOp keeps 1/W of the gradients between backward and the optimizer step", "[sharding][zero2][memory]") {
-  Trainer<Zero2Fp32> t(parity_run(), quiet());
+  Trainer<Zero2Fp32> t(micro_parity_run(), quiet());
   const std::int64_t w = world_size();
   std::int64_t padded = 0;
   for (std::size_t u = 0; u < t.params().num_units(); ++u) padded += t.params().padded_numel(u);

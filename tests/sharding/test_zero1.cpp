@@ -7,15 +7,15 @@ using namespace tessera::testing;
 using Zero1Fp32 = Experiment<models::Llama, Zero1>;
 
 TEST_CASE("Zero1 equals the 1-rank run with world_size x batch_size rows (fp32)", "[sharding][zero1]") {
-  check_against_reference<Zero1Fp32>(parity_run(), 1e-5);
+  check_against_reference<Zero1Fp32>(micro_parity_run(), 1e-5);
 }
 
 TEST_CASE("Zero1 with gradient accumulation", "[sharding][zero1]") {
-  check_against_reference<Zero1Fp32>(parity_run(2, 2), 1e-5);
+  check_against_reference<Zero1Fp32>(micro_parity_run(2, 2), 1e-5);
 }
 
 TEST_CASE("Zero1 shards the optimizer state only", "[sharding][zero1][memory]") {
-  Trainer<Zero1Fp32> t(parity_run(), quiet());
+  Trainer<Zero1Fp32> t(micro_parity_run(), quiet());
   const std::int64_t w = world_size();
   std::int64_t padded = 0;
   for (std::size_t u = 0; u < t.params().num_units(); ++u) padded += t.params().padded_numel(u);

@@ -34,7 +34,7 @@ struct LlamaConfig {
   void validate(std::string_view origin) const;
 };
 
-// Preset names: "tiny", "llama-1b", "open-llama-3b", "open-llama-7b", "open-llama-13b", "code-llama-7b".
+// Preset names: "micro", "tiny", "llama-1b", "open-llama-3b", "open-llama-7b", "open-llama-13b", "code-llama-7b".
 std::span<const std::string_view> llama_preset_names();
 // Throws ConfigError listing the valid names.
 LlamaConfig llama_preset(std::string_view name);
