@@ -48,7 +48,8 @@ at::Tensor embedding_backward_meta(const at::Tensor& grad, const at::Tensor&, c1
 // (B, H, L, ev) in q's memory order (its dimensions by falling stride): what empty_like(q) gives with v's head size.
 at::Tensor empty_in_order_of(const at::Tensor& q, std::int64_t ev) {
   std::array<std::int64_t, 4> order{0, 1, 2, 3};
-  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return q.stride(a) > q.stride(b); });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::int64_t a, std::int64_t b) { return q.stride(a) > q.stride(b); });
   std::array<std::int64_t, 4> sizes{}, back{};
   for (std::size_t i = 0; i < order.size(); ++i) {
     sizes[i] = order[i] == 3 ? ev : q.size(order[i]);

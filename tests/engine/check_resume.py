@@ -21,7 +21,7 @@ from runs import command, enter_work_dir
 
 STEPS = 6
 # micro: the smallest Llama preset (two blocks, 156,480 parameters); every unit, shard and state tensor of tiny's
-# kinds, so the bit-for-bit comparisons check the same files at a thirtieth of the work.
+# kinds, so the bit-for-bit comparisons check the same files with a thirty-second of tiny's parameters.
 BASE = ["model=micro", "seq_len=32", "predict=false", "log_every=1"]
 
 

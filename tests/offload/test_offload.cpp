@@ -51,7 +51,8 @@ TEST_CASE("OffloadOptimizer with ShardGradOp equals no offload (fp32)", "[offloa
 TEST_CASE("OffloadOptimizer with FullShard equals no offload (fp32, with checkpointing)", "[offload][fsdp]") {
   check_offload_parity<Experiment<models::Llama, FullShard, OffloadOptimizer>>(micro_parity_run(), 1e-6);
   check_offload_parity<Experiment<models::Llama, FullShard, OffloadOptimizer>>(micro_parity_run(2, 2), 1e-6);
-  check_offload_parity<Experiment<models::Llama, FullShard, OffloadOptimizer, CheckpointEveryBlock>>(micro_parity_run(), 1e-6);
+  check_offload_parity<Experiment<models::Llama, FullShard, OffloadOptimizer, CheckpointEveryBlock>>(micro_parity_run(),
+                                                                                                     1e-6);
 }
 
 TEST_CASE("OffloadParams with FullShard equals no offload (fp32)", "[offload][fsdp]") {

@@ -47,8 +47,8 @@ inline RunConfig parity_run(std::int64_t batch_size = 2, std::int64_t accumulate
 }
 
 // The Llama policies' parity runs: the `micro` preset (156,480 parameters, two blocks, grouped-query attention;
-// docs/config.md), whose units, shards, buckets and collectives take every path `tiny`'s do at a thirtieth of the
-// work. A check that needs more bytes than micro has (several 1 MiB buckets) keeps parity_run's `tiny`.
+// docs/config.md), whose units, shards, buckets and collectives take every path `tiny`'s do, with a thirty-second of
+// tiny's parameters. A check that needs more bytes than micro has (several 1 MiB buckets) keeps parity_run's `tiny`.
 inline RunConfig micro_parity_run(std::int64_t batch_size = 2, std::int64_t accumulate = 1) {
   RunConfig cfg = parity_run(batch_size, accumulate);
   cfg.model = "micro";
