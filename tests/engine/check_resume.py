@@ -12,12 +12,11 @@
 Environment: MPIEXEC (mpirun) for RANKS > 1.  Only the standard library: the safetensors files are parsed here.
 """
 import json
-import struct
 import subprocess
 import sys
 from pathlib import Path
 
-from runs import command, enter_work_dir
+from runs import command, enter_work_dir, read_safetensors
 
 STEPS = 6
 # micro: the smallest Llama preset (two blocks, 156,480 parameters); every unit, shard and state tensor of tiny's
@@ -38,15 +37,6 @@ def launch(binary, ranks, args, out):
 def losses(metrics):
     return {r["step"]: r["loss"] for r in map(json.loads, Path(metrics).read_text().splitlines())
             if r.get("event") == "step"}
-
-
-def read_safetensors(path):
-    data = Path(path).read_bytes()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    body = data[8 + n:]
-    return {k: (v["dtype"], v["shape"], body[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in header.items()}, meta
 
 
 ELEMENT = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "U8": 1}

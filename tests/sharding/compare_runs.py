@@ -4,16 +4,18 @@
 Passes when two tessera runs agree: every step's loss within TOL relative, and every saved tensor within TOL
 relative (Frobenius norm of the difference over the norm of B's). With --ranks W, A's metrics file must also
 hold memory records from each of ranks 0..W-1. The saved directories (model.safetensors, or every file a
-model.safetensors.index.json names) are read here from the safetensors format's definition -- an 8-byte
-little-endian header length, the JSON header, the tensors' bytes at their offsets -- with numpy, not with tessera's
-own reader, and without importing torch (about 2.5 CPU-seconds a process, and the suite runs this a dozen times).
+model.safetensors.index.json names) are read from the safetensors format's definition (tests/engine/runs.py's
+read_safetensors) into numpy, not with tessera's own reader, and without importing torch (about 2.5 CPU-seconds a
+process, and the suite runs this a dozen times).
 """
 import json
 import os
-import struct
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "engine"))
+from runs import read_safetensors  # noqa: E402
 
 DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
           "U8": np.uint8, "BF16": np.uint16}
@@ -21,19 +23,12 @@ DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int
 
 def load_file(path):
     """{name: float64 array} of one safetensors file; bf16 widened exactly (its bits are fp32's upper half)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
-    body = memoryview(data)[8 + n:]
     out = {}
-    for name, t in header.items():
-        begin, end = t["data_offsets"]
-        raw = np.frombuffer(body[begin:end], dtype=DTYPES[t["dtype"]])
-        if t["dtype"] == "BF16":
-            raw = (raw.astype(np.uint32) << 16).view(np.float32)
-        out[name] = raw.astype(np.float64).reshape(t["shape"])
+    for name, (dtype, shape, raw) in read_safetensors(path)[0].items():
+        values = np.frombuffer(raw, dtype=DTYPES[dtype])
+        if dtype == "BF16":
+            values = (values.astype(np.uint32) << 16).view(np.float32)
+        out[name] = values.astype(np.float64).reshape(shape)
     return out
 
 
